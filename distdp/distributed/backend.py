@@ -1,0 +1,151 @@
+"""Ray shard actors and the backend the coordinator talks to.
+
+Each :class:`ShardActor` reads its row groups of the parquet corpus once and
+keeps them as a CSR :class:`distdp.shard.Shard` across passes. The driver
+calls one shard method on every actor and gets small arrays back; large
+arguments (``W``, test blocks) go through the object store once per pass.
+
+Fault tolerance: actors are created with ``max_restarts`` and
+``max_task_retries``. An actor that dies (process killed, node lost) is
+restarted by Ray, re-reads its row groups in ``__init__`` and the pending
+call is retried; a shard's only other state is a projection cache keyed by
+the coordinator, rebuilt on the first call after a restart. Noise (in
+private fits) is added by the coordinator after the reduction, so a retried
+call never releases anything twice.
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Sequence
+
+import numpy as np
+import ray
+
+from distdp.io.corpus import Unit, read_units
+from distdp.shard import Shard
+
+DEFAULT_RESTARTS = 4
+
+
+@ray.remote
+class ShardActor:
+    """Holds one shard's documents in memory and serves the coordinator's passes."""
+
+    def __init__(self, units: Sequence[Unit] | None, vocab_size: int, counts=None):
+        self.error = None
+        self.t_read = time.perf_counter()
+        try:
+            self.shard = Shard(counts if counts is not None else read_units(units, vocab_size))
+        except (ValueError, OSError) as exc:  # reported by ready(), so the driver sees the message
+            self.error = exc
+        self.t_read = time.perf_counter() - self.t_read
+
+    def ready(self) -> dict:
+        """Raise the read/validation error, if any; else report size, read time, pid and node."""
+        if self.error is not None:
+            raise self.error
+        return {"n_docs": self.shard.n_total, "nnz": int(self.shard.counts.nnz), "read_s": self.t_read,
+                "pid": os.getpid(), "node": ray.get_runtime_context().get_node_id()}
+
+    def call(self, method: str, *args: Any):
+        """Run ``Shard.<method>(*args)``."""
+        return getattr(self.shard, method)(*args)
+
+    def peak_rss_bytes(self) -> int:
+        """Peak resident memory of this actor's process."""
+        import resource
+
+        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
+    """Connect to ``address`` (an existing cluster) or start/reuse a local Ray instance."""
+    if ray.is_initialized():
+        return
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if address:
+        ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+    else:
+        ray.init(num_cpus=num_cpus, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+
+
+class RayBackend:
+    """Shards in Ray actors; ``call`` returns results in shard order (fixed reduction order).
+
+    Parameters
+    ----------
+    groups : list of list of Unit
+        The row groups of each shard (:func:`distdp.io.corpus.partition`).
+    vocab_size : int
+    cpus_per_worker : float
+        CPUs each actor reserves (scheduling only).
+    max_restarts : int
+        Restarts of a dead actor (and retries of its pending call).
+    matrices : list of csr_matrix, optional
+        In-memory shards instead of parquet row groups (``groups`` is then ignored).
+    start_timeout : float
+        Seconds to wait for every actor to be placed and to read its shard.
+    """
+
+    def __init__(self, groups: Sequence[Sequence[Unit]] | None, vocab_size: int, cpus_per_worker: float = 1.0,
+                 max_restarts: int = DEFAULT_RESTARTS, matrices=None, start_timeout: float = 600.0):
+        opts = dict(num_cpus=cpus_per_worker, max_restarts=max_restarts, max_task_retries=max_restarts,
+                    scheduling_strategy="SPREAD")
+        if matrices is not None:
+            self.actors = [ShardActor.options(**opts).remote(None, vocab_size, m) for m in matrices]
+        else:
+            self.actors = [ShardActor.options(**opts).remote(list(g), vocab_size) for g in groups]
+        self.n_shards = len(self.actors)
+        try:
+            self.info = self._get([a.ready.remote() for a in self.actors], timeout=start_timeout)
+        except ray.exceptions.GetTimeoutError:
+            self.shutdown()
+            raise RuntimeError(
+                f"{self.n_shards} shard actors × {cpus_per_worker} CPU could not all start within "
+                f"{start_timeout:.0f} s; the cluster has {ray.cluster_resources().get('CPU', 0)} CPUs. "
+                "Use fewer workers or a smaller cpus_per_worker.") from None
+        self.traffic: dict[str, list[int]] = {}
+
+    @staticmethod
+    def _get(refs, timeout: float | None = None):
+        try:
+            return ray.get(refs, timeout=timeout)
+        except ray.exceptions.RayTaskError as exc:  # surface the shard's own error (bad input)
+            if isinstance(exc.cause, (ValueError, OSError)):
+                raise exc.cause from None
+            raise
+
+    def call(self, method: str, *args: Any) -> list:
+        """Run ``Shard.<method>(*args)`` on every actor in one round; results in shard order.
+
+        The bytes of array payload returned per round are recorded in ``traffic[method]``.
+        """
+        out = self._get([a.call.remote(method, *args) for a in self.actors])
+        self.traffic.setdefault(method, []).append(sum(payload_nbytes(r) for r in out))
+        return out
+
+    def broadcast(self, value: Any) -> Any:
+        """Put ``value`` in the object store once; actors receive it zero-copy per node."""
+        return ray.put(value) if isinstance(value, np.ndarray) and value.nbytes > 100_000 else value
+
+    def peak_rss_bytes(self) -> list[int]:
+        """Peak resident memory of every actor process."""
+        return ray.get([a.peak_rss_bytes.remote() for a in self.actors])
+
+    def shutdown(self) -> None:
+        """Stop the actors."""
+        for a in self.actors:
+            ray.kill(a, no_restart=True)
+        self.actors = []
+
+
+def payload_nbytes(obj) -> int:
+    """Bytes of the numpy arrays inside a result (arrays, dataclasses, tuples)."""
+    if isinstance(obj, np.ndarray):
+        return obj.nbytes
+    if isinstance(obj, (tuple, list)):
+        return sum(payload_nbytes(x) for x in obj)
+    if hasattr(obj, "__dict__"):
+        return sum(payload_nbytes(x) for x in vars(obj).values())
+    return 0

@@ -1,0 +1,1 @@
+"""Parquet corpus IO, vocabularies, text preparation and atomic output."""

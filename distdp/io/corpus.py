@@ -1,0 +1,247 @@
+"""Parquet corpora (SPEC §2): discovery, validation, reading into CSR, writing.
+
+A corpus is one parquet file or a directory of them, one row per document:
+``word_ids: list<int32>`` and ``counts: list<int32>`` of equal length, ids
+unique within a row, optional ``doc_id``. Reading is vectorised over whole row
+groups with pyarrow (no Python loop over documents); every error names the
+file, row and column.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import scipy.sparse as sp
+
+from distdp.io.atomic import atomic_directory
+
+WORD_IDS, COUNTS, DOC_ID = "word_ids", "counts", "doc_id"
+VOCAB_FILE = "vocab.txt"
+META_VOCAB_SIZE = b"distdp.vocab_size"
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One row group of one parquet file: the unit of work assigned to shards."""
+
+    path: str
+    row_group: int
+    first_row: int
+    num_rows: int
+
+
+def discover(path: str | Path) -> list[Path]:
+    """Parquet files of a corpus: ``path`` itself, or the ``*.parquet`` files in it, sorted."""
+    p = Path(path)
+    if p.is_file():
+        return [p]
+    if p.is_dir():
+        files = sorted(f for f in p.rglob("*.parquet") if not any(part.startswith(".") for part in f.parts))
+        if files:
+            return files
+        raise FileNotFoundError(f"{p}: directory holds no .parquet files")
+    raise FileNotFoundError(f"{p}: no such corpus file or directory")
+
+
+def plan_units(files: Sequence[Path]) -> list[Unit]:
+    """Every row group of every file, checking the schema of each file first."""
+    units = []
+    for f in files:
+        try:
+            pf = pq.ParquetFile(f)
+        except Exception as exc:  # pyarrow raises several types for a non-parquet file
+            raise ValueError(f"{f}: not a readable parquet file ({exc})") from exc
+        check_schema(pf.schema_arrow, f)
+        first = 0
+        for g in range(pf.metadata.num_row_groups):
+            n = pf.metadata.row_group(g).num_rows
+            if n:
+                units.append(Unit(str(f), g, first, n))
+            first += n
+    if not units:
+        raise ValueError(f"empty corpus: {len(files)} file(s), no documents")
+    return units
+
+
+def check_schema(schema: pa.Schema, where) -> None:
+    """Require ``word_ids`` and ``counts`` to be list columns of integers."""
+    for col in (WORD_IDS, COUNTS):
+        if col not in schema.names:
+            raise ValueError(f"{where}: column {col!r} is missing (columns: {schema.names}); "
+                             f"a corpus needs list<int32> columns {WORD_IDS!r} and {COUNTS!r}")
+        t = schema.field(col).type
+        if not (pa.types.is_list(t) or pa.types.is_large_list(t)) or not pa.types.is_integer(t.value_type):
+            raise ValueError(f"{where}: column {col!r} has type {t}, expected list<int32>")
+
+
+def partition(units: Sequence[Unit], n_parts: int) -> list[list[Unit]]:
+    """Split units into at most ``n_parts`` contiguous groups of about equal row counts."""
+    if n_parts < 1:
+        raise ValueError(f"workers must be ≥ 1, got {n_parts}")
+    n_parts = min(n_parts, len(units))
+    rows = np.cumsum([u.num_rows for u in units])
+    bounds = np.searchsorted(rows, rows[-1] * np.arange(1, n_parts) / n_parts, side="left") + 1
+    groups = np.split(np.arange(len(units)), np.unique(np.clip(bounds, 1, len(units) - 1)))
+    return [[units[i] for i in g] for g in groups if len(g)]
+
+
+def _flat(column: pa.ChunkedArray | pa.Array):
+    """(lengths, flattened values as numpy, null mask) of a list column."""
+    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    lengths = pc.list_value_length(arr).to_numpy(zero_copy_only=False)
+    nulls = np.asarray(arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    values = pc.list_flatten(arr).to_numpy(zero_copy_only=False)
+    return np.nan_to_num(lengths.astype(np.float64), nan=0).astype(np.int64), values, nulls
+
+
+def table_to_csr(table: pa.Table, vocab_size: int, where: str = "corpus", first_row: int = 0) -> sp.csr_matrix:
+    """Validate a table of documents and convert it to a CSR count matrix (float64).
+
+    Raises
+    ------
+    ValueError
+        Naming ``where`` (file), the row and the column of the first problem:
+        null lists, length mismatch, ids out of ``[0, vocab_size)``, negative
+        counts, repeated ids within a row.
+    """
+    check_schema(table.schema, where)
+    lid, ids, nid = _flat(table.column(WORD_IDS))
+    lct, cts, nct = _flat(table.column(COUNTS))
+    n = table.num_rows
+
+    def fail(local_row, msg):
+        raise ValueError(f"{where}: row {first_row + int(local_row)}: {msg}")
+
+    for col, nulls in ((WORD_IDS, nid), (COUNTS, nct)):
+        if nulls.any():
+            fail(np.flatnonzero(nulls)[0], f"column {col!r} is null")
+    if (lid != lct).any():
+        r = np.flatnonzero(lid != lct)[0]
+        fail(r, f"{WORD_IDS!r} has {lid[r]} entries but {COUNTS!r} has {lct[r]}")
+    indptr = np.concatenate([[0], np.cumsum(lid)])
+    row_of = lambda pos: np.searchsorted(indptr, pos, side="right") - 1  # noqa: E731
+    bad = np.flatnonzero((ids < 0) | (ids >= vocab_size))
+    if bad.size:
+        fail(row_of(bad[0]), f"column {WORD_IDS!r}: id {ids[bad[0]]} is outside the vocabulary [0, {vocab_size})")
+    bad = np.flatnonzero(cts < 0)
+    if bad.size:
+        fail(row_of(bad[0]), f"column {COUNTS!r}: negative count {cts[bad[0]]}")
+    m = sp.csr_matrix((cts.astype(np.float64), ids.astype(np.int32), indptr), shape=(n, vocab_size))
+    m.has_sorted_indices = False
+    m.sort_indices()
+    if m.nnz:
+        rows = np.repeat(np.arange(n), np.diff(m.indptr))
+        dup = np.flatnonzero((np.diff(m.indices) == 0) & (np.diff(rows) == 0))
+        if dup.size:
+            fail(rows[dup[0]], f"column {WORD_IDS!r}: id {m.indices[dup[0]]} appears twice in the row")
+    m.eliminate_zeros()
+    return m
+
+
+def read_units(units: Sequence[Unit], vocab_size: int) -> sp.csr_matrix:
+    """Read and validate row groups into one CSR matrix (rows in unit order)."""
+    parts = []
+    for u in units:
+        t = pq.ParquetFile(u.path).read_row_group(u.row_group, columns=[WORD_IDS, COUNTS])
+        parts.append(table_to_csr(t, vocab_size, where=u.path, first_row=u.first_row))
+    if not parts:
+        return sp.csr_matrix((0, vocab_size))
+    return sp.vstack(parts, format="csr") if len(parts) > 1 else parts[0]
+
+
+def read_doc_ids(units: Sequence[Unit]) -> np.ndarray:
+    """``doc_id`` of every row of the units, or ``<file>:<row>`` labels when absent."""
+    out = []
+    for u in units:
+        pf = pq.ParquetFile(u.path)
+        if DOC_ID in pf.schema_arrow.names:
+            col = pf.read_row_group(u.row_group, columns=[DOC_ID]).column(DOC_ID)
+            out.append(np.asarray(col.to_pylist(), dtype=object).astype(str))
+        else:
+            out.append(np.char.add(f"{Path(u.path).name}:", np.arange(u.first_row, u.first_row + u.num_rows).astype(str)))
+    return np.concatenate(out) if out else np.array([], dtype=str)
+
+
+def read_corpus(path: str | Path, vocab_size: int) -> sp.csr_matrix:
+    """Read a whole corpus (file or directory) into one CSR matrix."""
+    return read_units(plan_units(discover(path)), vocab_size)
+
+
+# --------------------------------------------------------------------------
+# Vocabulary
+# --------------------------------------------------------------------------
+def load_vocab(path: str | Path) -> list[str]:
+    """A vocabulary file: one word per line, id = line number."""
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"{p}: vocabulary file not found")
+    words = p.read_text(encoding="utf-8").splitlines()
+    if not words:
+        raise ValueError(f"{p}: vocabulary file is empty")
+    return words
+
+
+def resolve_vocab(corpus: str | Path, vocab: str | Path | None = None,
+                  vocab_size: int | None = None) -> tuple[int, list[str] | None]:
+    """The vocabulary size (and words, when known) of a corpus.
+
+    Order: an explicit ``vocab`` file; an explicit ``vocab_size``; a
+    ``vocab.txt`` beside or inside the corpus; the parquet metadata key
+    ``distdp.vocab_size``. Never inferred from the largest id in the data.
+    """
+    if vocab is not None:
+        words = load_vocab(vocab)
+        if vocab_size is not None and vocab_size != len(words):
+            raise ValueError(f"vocab_size={vocab_size} disagrees with {vocab} ({len(words)} words)")
+        return len(words), words
+    if vocab_size is not None:
+        if vocab_size < 2:
+            raise ValueError(f"vocab_size must be ≥ 2, got {vocab_size}")
+        return int(vocab_size), None
+    p = Path(corpus)
+    for cand in (p / VOCAB_FILE, p.parent / VOCAB_FILE):
+        if cand.is_file():
+            words = load_vocab(cand)
+            return len(words), words
+    files = discover(corpus)
+    meta = pq.ParquetFile(files[0]).schema_arrow.metadata or {}
+    if META_VOCAB_SIZE in meta:
+        return int(meta[META_VOCAB_SIZE]), None
+    raise ValueError(f"{corpus}: vocabulary size unknown; pass a vocabulary file (--vocab) or --vocab-size")
+
+
+def write_corpus(out: str | Path, counts: sp.csr_matrix, n_shards: int = 1, vocab: Sequence[str] | None = None,
+                 doc_ids: Sequence[str] | None = None, extra_files: dict | None = None,
+                 row_group_size: int = 10_000, overwrite: bool = False) -> Path:
+    """Write a CSR count matrix as a parquet corpus directory, atomically.
+
+    Files: ``part-00000.parquet`` … (``n_shards`` of them, contiguous rows),
+    ``vocab.txt`` when a vocabulary is given, and ``extra_files`` (name →
+    callable writing that file given its path).
+    """
+    counts = sp.csr_matrix(counts)
+    counts.sort_indices()
+    n, d = counts.shape
+    bounds = np.linspace(0, n, max(1, n_shards) + 1).astype(int)
+    with atomic_directory(out, overwrite=overwrite) as tmp:
+        for s in range(len(bounds) - 1):
+            a, b = bounds[s], bounds[s + 1]
+            block = counts[a:b]
+            offsets = pa.array(block.indptr.astype(np.int32))
+            ids = pa.ListArray.from_arrays(offsets, pa.array(block.indices.astype(np.int32)))
+            cts = pa.ListArray.from_arrays(offsets, pa.array(np.rint(block.data).astype(np.int32)))
+            cols = {WORD_IDS: ids, COUNTS: cts}
+            if doc_ids is not None:
+                cols = {DOC_ID: pa.array([str(x) for x in doc_ids[a:b]]), **cols}
+            table = pa.table(cols).replace_schema_metadata({META_VOCAB_SIZE: str(d).encode()})
+            pq.write_table(table, tmp / f"part-{s:05d}.parquet", row_group_size=row_group_size)
+        if vocab is not None:
+            (tmp / VOCAB_FILE).write_text("\n".join(vocab) + "\n", encoding="utf-8")
+        for name, writer in (extra_files or {}).items():
+            writer(tmp / name)
+    return Path(out)

@@ -1,0 +1,375 @@
+"""Spectral-LDA moment estimators as mergeable per-shard partial sums.
+
+Pure numpy/scipy: no Ray, no IO. Every quantity a shard computes is a sum over
+its documents, so the coordinator merges shards by adding their partials; the
+estimators are then assembled from the merged sums and the public constants
+(the number of documents ``N`` and the Dirichlet concentration ``alpha0``).
+
+Notation (SPEC §4). A document is a count vector ``c`` of length ``l = Σ c``,
+with per-document weights ``w1 = 1/l``, ``w2 = 1/(l(l-1))``,
+``w3 = 1/(l(l-1)(l-2))``. The unbiased per-document estimators are
+
+* ``m1 = c w1``
+* ``m2 = (c cᵀ - diag c) w2``
+* ``m3 = (c⊗c⊗c - sym3(Σ_i c_i e_i⊗e_i ⊗ c) + 2 Σ_i c_i e_i⊗e_i⊗e_i) w3``
+
+where ``sym3(P⊗y)_abc = P_ab y_c + P_ac y_b + P_bc y_a``. The paper's eq. 44
+carries a double sum in the last term; it is a single sum over ``i`` (SPEC §4).
+
+The cross terms of M2 and M3 with M1 use U-statistics over *distinct*
+documents, so that every estimator below is exactly unbiased (the plug-in M̂1
+would carry an O(1/N) bias):
+
+* ``M2 = (1/N) Σ m2_n - a2 /(N(N-1)) Σ_{n≠m} m1_n m1_mᵀ``,
+  ``a2 = α0/(α0+1)``;
+* ``M3 = (1/N) Σ m3_n - a3 sym3(X) + b3 U3`` with ``a3 = α0/(α0+2)``,
+  ``b3 = 2α0²/((α0+1)(α0+2))``, ``X = 1/(N(N-1)) Σ_{n≠m} m2_n ⊗ m1_m`` and
+  ``U3 = 1/(N(N-1)(N-2)) Σ_{n,m,o distinct} m1_n⊗m1_m⊗m1_o``.
+
+(The paper's eqs. 12–14 print wrong coefficients and a repeated B-term; SPEC §4.)
+
+Documents with fewer than three tokens cannot feed the third-moment estimator;
+they are excluded from every moment (``eligible`` below), and ``N`` counts the
+eligible documents only.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+#: Documents are processed in blocks of this many rows when a dense
+#: per-document array (k² wide) is needed, bounding memory at O(block·k²).
+DOC_BLOCK = 8192
+
+
+# --------------------------------------------------------------------------
+# Coefficients
+# --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class MomentCoefficients:
+    """Coefficients of the LDA moments for concentration ``alpha0`` (SPEC §4).
+
+    ``alpha0 = 0`` gives the single-topic model, whose moments are the raw
+    cross-moments (every correction vanishes).
+    """
+
+    alpha0: float
+
+    @property
+    def a2(self) -> float:
+        """Coefficient of M1⊗M1 in M2: α0/(α0+1)."""
+        return self.alpha0 / (self.alpha0 + 1.0)
+
+    @property
+    def a3(self) -> float:
+        """Coefficient of each E[x1⊗x2⊗M1] term in M3: α0/(α0+2)."""
+        return self.alpha0 / (self.alpha0 + 2.0)
+
+    @property
+    def b3(self) -> float:
+        """Coefficient of M1⊗M1⊗M1 in M3: 2α0²/((α0+1)(α0+2))."""
+        a = self.alpha0
+        return 2.0 * a * a / ((a + 1.0) * (a + 2.0))
+
+
+def doc_lengths(counts: sp.csr_matrix) -> np.ndarray:
+    """Length ``l_n = Σ_i c_ni`` of every row of a CSR count matrix (float64)."""
+    return np.asarray(counts.sum(axis=1), dtype=np.float64).ravel()
+
+
+def doc_weights(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-document weights ``(w1, w2, w3)`` = ``1/l, 1/(l(l-1)), 1/(l(l-1)(l-2))``.
+
+    Only meaningful for ``l ≥ 3``; callers pass eligible documents only.
+    """
+    l = np.asarray(lengths, dtype=np.float64)
+    w1 = 1.0 / l
+    w2 = w1 / (l - 1.0)
+    w3 = w2 / (l - 2.0)
+    return w1, w2, w3
+
+
+# --------------------------------------------------------------------------
+# Small dense helpers
+# --------------------------------------------------------------------------
+def weighted_cube_sum(Y: np.ndarray, weights: np.ndarray, block: int = DOC_BLOCK) -> np.ndarray:
+    """``Σ_n weights_n y_n⊗y_n⊗y_n`` for the rows ``y_n`` of ``Y`` (n×k) → (k,k,k).
+
+    One GEMM of the weighted row-wise Khatri–Rao product ``Y ⊙ Y`` (n×k²)
+    against ``Y`` per block of rows: O(n k³) time, O(block k²) memory.
+    """
+    n, k = Y.shape
+    out = np.zeros((k * k, k))
+    for start in range(0, n, block):
+        Yb = Y[start:start + block]
+        kr = (Yb[:, :, None] * Yb[:, None, :]).reshape(len(Yb), k * k)
+        out += (kr * weights[start:start + block, None]).T @ Yb
+    return out.reshape(k, k, k)
+
+
+def sym3_outer(P: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``sym3(P⊗y)_abc = P_ab y_c + P_ac y_b + P_bc y_a`` for symmetric ``P`` (k×k)."""
+    t = P[:, :, None] * y[None, None, :]
+    return t + t.transpose(0, 2, 1) + t.transpose(2, 0, 1)
+
+
+def sym3_rows(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """``sym3(Σ_i A_i⊗A_i⊗B_i)`` for row matrices ``A``, ``B`` (d×k) → (k,k,k)."""
+    k = A.shape[1]
+    t = ((A[:, :, None] * A[:, None, :]).reshape(len(A), k * k).T @ B).reshape(k, k, k)
+    return t + t.transpose(0, 2, 1) + t.transpose(2, 0, 1)
+
+
+def cube_rows(A: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """``Σ_i g_i A_i⊗A_i⊗A_i`` for the rows of ``A`` (d×k) → (k,k,k)."""
+    return weighted_cube_sum(A, g)
+
+
+# --------------------------------------------------------------------------
+# Pass 1: first-order statistics and the first M2 product
+# --------------------------------------------------------------------------
+@dataclass
+class M2ProductPartial:
+    """A shard's partial sums for ``M2 Ω`` (d×p): merge by adding.
+
+    ``e2 = Σ_n m2_n Ω`` and ``q = Σ_n m1_n m1_nᵀ Ω``; the coordinator combines
+    them with ``s = Σ_n m1_n`` and the public ``N`` (:func:`m2_product`).
+    """
+
+    e2: np.ndarray
+    q: np.ndarray
+
+    def __add__(self, other: "M2ProductPartial") -> "M2ProductPartial":
+        return M2ProductPartial(self.e2 + other.e2, self.q + other.q)
+
+
+def m2_product_partial(counts: sp.csr_matrix, omega: np.ndarray, q_scale: float | None = None) -> M2ProductPartial:
+    """Partial sums of ``M2 Ω`` from a shard's eligible documents (never d×d).
+
+    ``Σ_n m2_n Ω = Cᵀ(w2 ∘ CΩ) − (Cᵀw2) ∘ Ω`` and
+    ``Σ_n m1_n m1_nᵀ Ω = Cᵀ(w1² ∘ CΩ)``: sparse products, O(nnz·p) each.
+    Once ``N`` is known the coordinator passes ``q_scale = a2/(N−1)`` and the
+    second sum is folded into the first, ``e2 = Cᵀ((w2 + q_scale·w1²) ∘ CΩ) −
+    (Cᵀw2) ∘ Ω`` with ``q = 0``: one transposed product instead of two.
+
+    Parameters
+    ----------
+    counts : scipy.sparse.csr_matrix, shape (n, d)
+        Count vectors of documents with at least three tokens.
+    omega : ndarray, shape (d, p)
+        The block to multiply.
+    q_scale : float, optional
+        Fold ``q_scale · Σ m1 m1ᵀ Ω`` into ``e2``.
+    """
+    w1, w2, _ = doc_weights(doc_lengths(counts))
+    c_omega = np.asarray(counts @ omega)
+    ct = counts.T  # a CSC view: scattering into d×p rows is ~5× faster than a transposed CSR copy
+    diag = (ct @ w2)[:, None] * omega
+    if q_scale is not None:
+        e2 = ct @ (c_omega * (w2 + q_scale * w1 * w1)[:, None]) - diag
+        return M2ProductPartial(np.asarray(e2), np.zeros_like(e2))
+    e2 = ct @ (c_omega * w2[:, None]) - diag
+    q = ct @ (c_omega * (w1 * w1)[:, None])
+    return M2ProductPartial(np.asarray(e2), np.asarray(q))
+
+
+def q_fold_scale(n_docs: int, coef: MomentCoefficients) -> float:
+    """The ``q_scale`` of :func:`m2_product_partial` that folds the U-statistic term: ``a2/(N−1)``."""
+    return coef.a2 / (n_docs - 1.0)
+
+
+def m2_product(partial: M2ProductPartial, m1_sum: np.ndarray, omega: np.ndarray,
+               n_docs: int, coef: MomentCoefficients) -> np.ndarray:
+    """Assemble the unbiased ``M2 Ω`` from merged partial sums.
+
+    ``M2 Ω = e2/N − a2/(N(N−1)) · (s (sᵀΩ) − q)`` where ``s = Σ_n m1_n``
+    (``q = 0`` when it was folded into ``e2``).
+    """
+    N = float(n_docs)
+    cross = np.outer(m1_sum, m1_sum @ omega) - partial.q
+    return partial.e2 / N - coef.a2 / (N * (N - 1.0)) * cross
+
+
+def m2_dense_partial(counts: sp.csr_matrix) -> M2ProductPartial:
+    """Dense ``Σ m2_n`` and ``Σ m1_n m1_nᵀ`` (d×d): the small-vocabulary option.
+
+    The result plays the role of :func:`m2_product_partial` with ``Ω = I``.
+    """
+    w1, w2, _ = doc_weights(doc_lengths(counts))
+    ct = counts.T
+    e2 = (ct @ sp.diags(w2) @ counts).toarray() - np.diag(ct @ w2)
+    q = (ct @ sp.diags(w1 * w1) @ counts).toarray()
+    return M2ProductPartial(e2, q)
+
+
+# --------------------------------------------------------------------------
+# Whitened third moment T = M3(W, W, W)
+# --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TensorWeights:
+    """Per-document weights that fold the U-statistic cross terms into one sum.
+
+    Collecting the ``y⊗y⊗y`` and ``sym3(P_n⊗y_n)`` terms of ``(1/N)Σ B_n``,
+    ``−a3 sym3(X)`` and ``b3 U3`` (module docstring) gives, per document,
+
+    * ``ω_n = w3/N + 3 a3 w1 w2/(N(N−1)) + 2 b3 w1³/(N(N−1)(N−2))`` on ``y_n⊗3``,
+    * ``v_n = −w3/N − a3 w1 w2/(N(N−1))`` on ``sym3(P_n⊗y_n)``,
+    * ``2 w3/N`` on ``Σ_i c_ni W_i⊗3``,
+
+    with ``P_n = Wᵀ diag(c_n) W`` and ``y_n = Wᵀ c_n``.
+    """
+
+    n_docs: int
+    alpha0: float
+
+    def _scales(self) -> tuple[float, float, float]:
+        N = float(self.n_docs)
+        c = MomentCoefficients(self.alpha0)
+        return 1.0 / N, c.a3 / (N * (N - 1.0)), c.b3 / (N * (N - 1.0) * (N - 2.0))
+
+    def omega(self, w1, w2, w3):
+        """Weight of ``y_n⊗y_n⊗y_n``."""
+        s1, s2, s3 = self._scales()
+        return s1 * w3 + 3.0 * s2 * w1 * w2 + 2.0 * s3 * w1 ** 3
+
+    def v(self, w1, w2, w3):
+        """Weight of ``sym3(P_n⊗y_n)``."""
+        s1, s2, _ = self._scales()
+        return -s1 * w3 - s2 * w1 * w2
+
+    def diag(self, w3):
+        """Weight of ``Σ_i c_ni W_i⊗W_i⊗W_i``."""
+        return 2.0 * self._scales()[0] * w3
+
+
+@dataclass
+class TensorPartial:
+    """A shard's partial sums for the whitened tensor; merge by adding.
+
+    Attributes
+    ----------
+    cube : ndarray (k,k,k) or None
+        ``Σ_n ω_n y_n⊗3`` (None on the implicit path, where it stays on the shard).
+    z : ndarray (d,k)
+        ``Cᵀ(v ∘ Y)``, so that ``Σ_n v_n sym3(P_n⊗y_n) = sym3(Σ_i W_i⊗W_i⊗z_i)``.
+    g : ndarray (d,)
+        ``Cᵀ(2w3/N)``, so that the diagonal term is ``Σ_i g_i W_i⊗3``.
+    sum_m2 : ndarray (k,k)
+        ``Σ_n Wᵀ m2_n W = Σ_n w2 (y yᵀ − P_n)``.
+    sum_m1m1 : ndarray (k,k)
+        ``Σ_n (Wᵀm1_n)(Wᵀm1_n)ᵀ = Σ_n w1² y yᵀ``.
+    """
+
+    cube: np.ndarray | None
+    z: np.ndarray
+    g: np.ndarray
+    sum_m2: np.ndarray
+    sum_m1m1: np.ndarray
+
+    def __add__(self, other: "TensorPartial") -> "TensorPartial":
+        cube = None if self.cube is None else self.cube + other.cube
+        return TensorPartial(cube, self.z + other.z, self.g + other.g,
+                             self.sum_m2 + other.sum_m2, self.sum_m1m1 + other.sum_m1m1)
+
+
+def tensor_partial(counts: sp.csr_matrix, W: np.ndarray, weights: TensorWeights,
+                   with_cube: bool = True, Y: np.ndarray | None = None) -> TensorPartial:
+    """Partial sums of the whitened tensor from a shard (never d×d×d, never d×d).
+
+    Cost O(nnz·k + n k³) with the cube, O(nnz·k + n k²) without.
+
+    Parameters
+    ----------
+    counts : csr_matrix (n, d)
+        Eligible documents (length ≥ 3).
+    W : ndarray (d, k)
+        Whitening matrix.
+    weights : TensorWeights
+        Public constants ``N`` (all shards) and ``alpha0``.
+    with_cube : bool
+        Form ``Σ ω_n y_n⊗3`` (explicit path); the implicit path leaves it out.
+    Y : ndarray (n, k), optional
+        ``C W`` if already computed.
+    """
+    w1, w2, w3 = doc_weights(doc_lengths(counts))
+    if Y is None:
+        Y = np.asarray(counts @ W)
+    ct = counts.T
+    cube = weighted_cube_sum(Y, weights.omega(w1, w2, w3)) if with_cube else None
+    z = np.asarray(ct @ (Y * weights.v(w1, w2, w3)[:, None]))
+    g = np.asarray(ct @ weights.diag(w3))
+    h2 = np.asarray(ct @ w2)
+    sum_m2 = (Y * w2[:, None]).T @ Y - (W * h2[:, None]).T @ W
+    sum_m1m1 = (Y * (w1 * w1)[:, None]).T @ Y
+    return TensorPartial(cube, z, g, sum_m2, sum_m1m1)
+
+
+def cube_apply(Y: np.ndarray, weights_vec: np.ndarray, U: np.ndarray) -> np.ndarray:
+    """``Σ_n ω_n y_n (y_nᵀu)²`` for every column ``u`` of ``U`` (k×L) → (k, L). O(n k L)."""
+    YU = Y @ U
+    return Y.T @ (weights_vec[:, None] * YU * YU)
+
+
+def cube_apply_partial(counts: sp.csr_matrix, Y: np.ndarray, weights: TensorWeights,
+                       U: np.ndarray) -> np.ndarray:
+    """A shard's share of ``(Σ_n ω_n y_n⊗3)(I, u, u)`` for the L columns of ``U``."""
+    w1, w2, w3 = doc_weights(doc_lengths(counts))
+    return cube_apply(Y, weights.omega(w1, w2, w3), U)
+
+
+@dataclass
+class WhitenedTensor:
+    """The whitened third moment ``T = M3(W,W,W)`` in structured form.
+
+    ``T = cube + sym3(Σ_i W_i⊗W_i⊗z_i) + Σ_i g_i W_i⊗3
+    − a3/(N(N−1)) sym3(ΣA ⊗ S) + b3/(N(N−1)(N−2)) (S⊗3 − sym3(Q⊗S))``
+    where ``S = Wᵀ Σ_n m1_n``, ``ΣA = sum_m2`` and ``Q = sum_m1m1``.
+    ``cube`` is either dense (k,k,k) or, on the implicit path, applied by a
+    callable ``cube_apply(U) -> (k, L)`` (a distributed pass in practice).
+    """
+
+    W: np.ndarray
+    partial: TensorPartial
+    m1_sum: np.ndarray
+    weights: TensorWeights
+
+    def _globals(self):
+        N = float(self.weights.n_docs)
+        coef = MomentCoefficients(self.weights.alpha0)
+        S = self.W.T @ self.m1_sum
+        return S, coef.a3 / (N * (N - 1.0)), coef.b3 / (N * (N - 1.0) * (N - 2.0))
+
+    def correction_dense(self) -> np.ndarray:
+        """Every term but ``cube``, as a dense (k,k,k) array (O(d k³))."""
+        p = self.partial
+        S, ca, cb = self._globals()
+        t = sym3_rows(self.W, p.z) + cube_rows(self.W, p.g)
+        t -= ca * sym3_outer(p.sum_m2, S)
+        t += cb * (S[:, None, None] * S[None, :, None] * S[None, None, :] - sym3_outer(p.sum_m1m1, S))
+        return t
+
+    def dense(self) -> np.ndarray:
+        """The full whitened tensor (k,k,k); requires the explicit ``cube``."""
+        if self.partial.cube is None:
+            raise ValueError("this WhitenedTensor was built without its cube (implicit path)")
+        return self.partial.cube + self.correction_dense()
+
+    def correction_apply(self, U: np.ndarray) -> np.ndarray:
+        """Every term but ``cube``, contracted as ``(I, u, u)`` for each column of U (k×L).
+
+        O(d k L): never forms a k³ array.
+        """
+        p = self.partial
+        S, ca, cb = self._globals()
+        WU = self.W @ U
+        ZU = p.z @ U
+        out = 2.0 * self.W.T @ (WU * ZU) + p.z.T @ (WU * WU)
+        out += self.W.T @ (p.g[:, None] * WU * WU)
+        Su = S @ U
+        for M, c in ((p.sum_m2, -ca), (p.sum_m1m1, -cb)):
+            MU = M @ U
+            out += c * (2.0 * MU * Su[None, :] + S[:, None] * np.einsum("kl,kl->l", U, MU)[None, :])
+        out += cb * S[:, None] * (Su * Su)[None, :]
+        return out

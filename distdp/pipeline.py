@@ -1,0 +1,275 @@
+"""The coordinator of the spectral fit (SPEC §1, §4): reduce, release, decompose.
+
+Pure: the coordinator sees the shards only through a :class:`Backend`, which
+calls a named :class:`distdp.shard.Shard` method on every shard and returns
+the results in shard order. :class:`LocalBackend` runs the shards in this
+process; :class:`distdp.distributed.RayBackend` runs them in Ray actors. Both
+reduce in the same order, so they give identical numbers for the same seed.
+
+Every quantity that leaves the data goes through ``releases.release(edge,
+value)`` at one of the data-flow edges of the DP spectral LDA paper (Fig. 1),
+so that noise can be added at any edge without changing this loop:
+
+* ``"m2_whitening"`` (e3) — each ``M2 Ω`` product used to find ``W``;
+* ``"whitened_tensor"`` (e6) — the dense ``T = M3(W,W,W)``;
+* ``"tensor_apply"`` (e6, implicit path) — each ``T(I,u,u)`` batch;
+* ``"decomposition"`` (e7) — the eigenvalues and eigenvectors of ``T``;
+* ``"output"`` (e9) — the final topic-word matrix and α.
+"""
+from __future__ import annotations
+
+import functools
+import operator
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+import numpy as np
+
+from distdp import lda, moments, whitening
+from distdp.tensor.power import robust_power_method, simultaneous_power_method
+
+EDGES = ("m2_whitening", "whitened_tensor", "tensor_apply", "decomposition", "output")
+
+
+class Backend(Protocol):
+    """Where the shards live. ``call`` returns one result per shard, in shard order."""
+
+    n_shards: int
+
+    def call(self, method: str, *args: Any) -> list: ...
+
+    def broadcast(self, value: Any) -> Any: ...
+
+
+class LocalBackend:
+    """Shards held in this process (tests, tiny data, and the reference for Ray)."""
+
+    def __init__(self, shards):
+        self.shards = list(shards)
+        self.n_shards = len(self.shards)
+
+    def call(self, method: str, *args: Any) -> list:
+        """Run ``Shard.<method>(*args)`` on every shard, in order."""
+        return [getattr(s, method)(*args) for s in self.shards]
+
+    def broadcast(self, value: Any) -> Any:
+        """In-process, a broadcast value is the value itself."""
+        return value
+
+
+class NonPrivate:
+    """The identity release: nothing is added at any edge."""
+
+    private = False
+
+    def release(self, edge: str, value):
+        """Return ``value`` unchanged."""
+        return value
+
+
+@dataclass(frozen=True)
+class SpectralParams:
+    """Parameters of the spectral fit.
+
+    Attributes
+    ----------
+    k : int
+        Number of topics.
+    alpha0 : float
+        Dirichlet concentration Σα (LDA); ignored (taken as 0) for ``model='stm'``.
+    model : {'lda', 'stm'}
+    eigensolver : {'randomized', 'dense'}
+        ``dense`` forms the d×d M2 (small vocabularies only).
+    eig_iters : int
+        Products with M2 after the first (randomized solver); each is one pass.
+    oversample : int or None
+        Extra columns of the test block (default 10).
+    tensor : {'auto', 'explicit', 'implicit'}
+        ``explicit`` forms the k×k×k whitened tensor once (O(N k³), one pass);
+        ``implicit`` never forms it and runs one distributed ``T(I,u,u)`` pass
+        per power iteration (O(N k L) each). ``auto``: explicit for k ≤ 100.
+    method : {'robust', 'simultaneous'}
+        Tensor power method: the paper's Algorithm 1 with restarts and
+        deflation, or orthogonalised simultaneous iteration.
+    n_restarts, n_iters : int or None
+        Power-method restarts L and iterations R (defaults: the power
+        method's, from Wang & Anandkumar 2016, Thm 4.2).
+    """
+
+    k: int
+    alpha0: float = 1.0
+    model: str = "lda"
+    eigensolver: str = "randomized"
+    eig_iters: int = 3
+    oversample: int | None = None
+    tensor: str = "auto"
+    method: str = "robust"
+    n_restarts: int | None = None
+    n_iters: int | None = None
+
+    @property
+    def moment_alpha0(self) -> float:
+        """The α0 that enters the moments (0 for the single-topic model)."""
+        return 0.0 if self.model == "stm" else float(self.alpha0)
+
+    def use_implicit(self) -> bool:
+        """Whether the whitened tensor stays implicit."""
+        if self.tensor not in ("auto", "explicit", "implicit"):
+            raise ValueError(f"tensor must be 'auto', 'explicit' or 'implicit', got {self.tensor!r}")
+        return self.tensor == "implicit" or (self.tensor == "auto" and self.k > 100)
+
+
+@dataclass
+class SpectralResult:
+    """Everything the spectral fit produced (before it becomes an :class:`LDAModel`)."""
+
+    topic_word: np.ndarray
+    alpha: np.ndarray
+    m2_eigenvalues: np.ndarray
+    tensor_eigenvalues: np.ndarray
+    stats: dict
+    timings: dict = field(default_factory=dict)
+
+
+def _sum(parts: list):
+    return functools.reduce(operator.add, parts)
+
+
+class _Stages:
+    """Wall time per stage, and an optional progress callback ``progress(stage, done, total)``."""
+
+    def __init__(self, progress: Callable | None):
+        self.progress = progress
+        self.timings: dict[str, float] = {}
+
+    def step(self, stage: str, done: int = 1, total: int = 1):
+        if self.progress is not None:
+            self.progress(stage, done, total)
+
+    def timed(self, stage: str):
+        stages = self
+
+        class _T:
+            def __enter__(self):
+                self.t0 = time.perf_counter()
+
+            def __exit__(self, *exc):
+                stages.timings[stage] = stages.timings.get(stage, 0.0) + time.perf_counter() - self.t0
+
+        return _T()
+
+
+def fit_spectral(backend: Backend, vocab_size: int, params: SpectralParams, rng: np.random.Generator,
+                 releases=None, progress: Callable | None = None) -> SpectralResult:
+    """Spectral LDA / single-topic fit over the shards of ``backend``.
+
+    Passes over the data: one for the counts, ``Σ m1`` and the first ``M2 Ω``;
+    ``eig_iters`` more for the eigensolver; one for the whitened tensor; and,
+    on the implicit path, one per power iteration.
+
+    Parameters
+    ----------
+    backend : Backend
+    vocab_size : int
+    params : SpectralParams
+    rng : numpy.random.Generator
+        Draws the eigensolver's test block and the power method's starts.
+    releases : object with ``release(edge, value)``, optional
+        Where noise is added (:data:`EDGES`); default :class:`NonPrivate`.
+    progress : callable, optional
+        ``progress(stage, done, total)`` after each pass / iteration.
+
+    Raises
+    ------
+    ValueError
+        Bad parameters, too few documents, or ``σ_k(M2) ≤ 0``.
+    """
+    releases = releases or NonPrivate()
+    k, d = params.k, vocab_size
+    lda.validate_fit_params(k, params.alpha0, params.model, d)
+    st = _Stages(progress)
+    coef = moments.MomentCoefficients(params.moment_alpha0)
+    p = min(d, k + (params.oversample if params.oversample is not None else 10))
+
+    with st.timed("pass1_stats"):
+        omega0 = rng.standard_normal((d, p)) if params.eigensolver == "randomized" else np.zeros((d, 1))
+        fp = _sum(backend.call("first_pass", backend.broadcast(omega0)))
+    st.step("pass1_stats")
+    N = fp.n_used
+    if N < max(3, k + 1):
+        raise ValueError(f"too few documents: {N} of {fp.n_total} have ≥ 3 tokens; "
+                         f"need at least max(3, k+1) = {max(3, k + 1)}")
+
+    def m2_times(partial, block):
+        return releases.release("m2_whitening", moments.m2_product(partial, fp.m1_sum, block, N, coef))
+
+    q_scale = moments.q_fold_scale(N, coef)
+    with st.timed("whitening"):
+        if params.eigensolver == "randomized":
+            def apply(Q):
+                out = m2_times(_sum(backend.call("m2_product", backend.broadcast(Q), q_scale)), Q)
+                st.step("whitening")
+                return out
+            wh = whitening.randomized_top_eigh(apply, m2_times(fp.m2, omega0), k, params.eig_iters)
+        elif params.eigensolver == "dense":
+            dense = m2_times(_sum(backend.call("m2_dense")), np.eye(d))
+            st.step("whitening")
+            wh = whitening.dense_top_eigh(dense, k)
+        else:
+            raise ValueError(f"eigensolver must be 'randomized' or 'dense', got {params.eigensolver!r}")
+    W = wh.W
+    W_ref = backend.broadcast(W)
+    weights = moments.TensorWeights(N, params.moment_alpha0)
+    implicit = params.use_implicit()
+    key = int(rng.integers(2 ** 62))  # names this W in the shards' projection caches
+
+    with st.timed("whitened_tensor"):
+        tp = _sum(backend.call("tensor_partial", W_ref, weights, not implicit, key))
+        wt = moments.WhitenedTensor(W, tp, fp.m1_sum, weights)
+    st.step("whitened_tensor")
+
+    with st.timed("decomposition"):
+        if implicit:
+            target = _ImplicitTensor(backend, W_ref, weights, key, wt, releases, st)
+        else:
+            target = releases.release("whitened_tensor", wt.dense())
+        power = robust_power_method if params.method == "robust" else simultaneous_power_method
+        if params.method not in ("robust", "simultaneous"):
+            raise ValueError(f"method must be 'robust' or 'simultaneous', got {params.method!r}")
+        kwargs = {"rng": rng}
+        if params.n_iters is not None:
+            kwargs["n_iters"] = params.n_iters
+        if params.n_restarts is not None and params.method == "robust":
+            kwargs["n_restarts"] = params.n_restarts
+        res = power(target, k, **kwargs)
+        lam, V = releases.release("decomposition", (np.asarray(res.eigenvalues), np.asarray(res.eigenvectors)))
+
+    with st.timed("recovery"):
+        topic_word, alpha = lda.recover_parameters(lam, V, wh.unwhiten, params.alpha0, params.model)
+        topic_word, alpha = releases.release("output", (topic_word, alpha))
+    stats = {"n_docs": fp.n_total, "n_docs_used": N, "n_docs_short": fp.n_total - N,
+             "n_tokens": fp.n_tokens, "vocab_size": d, "n_shards": backend.n_shards,
+             "tensor_path": "implicit" if implicit else "explicit"}
+    return SpectralResult(topic_word, alpha, wh.eigenvalues, np.asarray(lam), stats, st.timings)
+
+
+class _ImplicitTensor:
+    """``T(I,u,u)`` for a batch of vectors without forming T: one pass per call.
+
+    The shards return ``(Σ ω_n y_n⊗3)(I,u,u)``; the coordinator adds the
+    structured corrections (O(d k L)) and releases the sum once.
+    """
+
+    def __init__(self, backend, W_ref, weights, key, wt: moments.WhitenedTensor, releases, stages):
+        self.backend, self.W_ref, self.weights, self.key = backend, W_ref, weights, key
+        self.wt, self.releases, self.stages = wt, releases, stages
+        self.dim = wt.W.shape[1]
+        self.calls = 0
+
+    def apply(self, U: np.ndarray) -> np.ndarray:
+        """``T(I, u_l, u_l)`` for every column of ``U`` (k×L)."""
+        data = _sum(self.backend.call("cube_apply", self.W_ref, self.weights, U, self.key))
+        self.calls += 1
+        self.stages.step("power_iteration", self.calls, 0)
+        return self.releases.release("tensor_apply", data + self.wt.correction_apply(U))

@@ -1,0 +1,109 @@
+"""One shard of a corpus and the partial sums it contributes to each pass.
+
+Pure: a :class:`Shard` wraps a CSR count matrix and exposes the narrow methods
+the coordinator calls, each returning small arrays (d×p, k×k×k, k×L). The same
+object runs in-process (tests, tiny data) and inside a Ray actor
+(:mod:`distdp.distributed`), so both paths compute identical numbers.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from distdp import moments
+
+MIN_DOC_LENGTH = 3
+
+
+@dataclass
+class FirstPass:
+    """Pass-1 statistics of a shard; merge by adding.
+
+    Attributes
+    ----------
+    n_total : int
+        Documents read (all lengths).
+    n_used : int
+        Documents with at least three tokens (those that feed the moments).
+    n_tokens : float
+        Tokens in the used documents.
+    m1_sum : ndarray (d,)
+        ``Σ_n m1_n`` over used documents.
+    m2 : M2ProductPartial
+        Partial sums of ``M2 Ω0`` for the coordinator's first test block.
+    """
+
+    n_total: int
+    n_used: int
+    n_tokens: float
+    m1_sum: np.ndarray
+    m2: moments.M2ProductPartial
+
+    def __add__(self, other: "FirstPass") -> "FirstPass":
+        return FirstPass(self.n_total + other.n_total, self.n_used + other.n_used,
+                         self.n_tokens + other.n_tokens, self.m1_sum + other.m1_sum,
+                         self.m2 + other.m2)
+
+
+class Shard:
+    """A shard's documents (CSR, rows = documents) and its partial sums.
+
+    Documents shorter than three tokens are counted and then set aside: they
+    cannot feed the third-moment estimator, and keeping one set of documents
+    for every moment keeps the U-statistics exact.
+
+    Parameters
+    ----------
+    counts : scipy.sparse.csr_matrix (n, d)
+        Word counts, one row per document.
+    """
+
+    def __init__(self, counts: sp.csr_matrix):
+        counts = sp.csr_matrix(counts, dtype=np.float64)
+        lengths = moments.doc_lengths(counts)
+        keep = lengths >= MIN_DOC_LENGTH
+        self.n_total = int(counts.shape[0])
+        self.counts = counts[keep] if not keep.all() else counts
+        self._proj_key = None
+        self._Y = None
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of columns ``d``."""
+        return int(self.counts.shape[1])
+
+    def first_pass(self, omega: np.ndarray) -> FirstPass:
+        """Counts, ``Σ m1_n`` and the partial ``M2 Ω0`` in one pass."""
+        lengths = moments.doc_lengths(self.counts)
+        m1_sum = np.asarray(self.counts.T @ (1.0 / lengths)).ravel()
+        return FirstPass(self.n_total, int(self.counts.shape[0]), float(lengths.sum()), m1_sum,
+                         moments.m2_product_partial(self.counts, omega))
+
+    def m2_product(self, omega: np.ndarray, q_scale: float | None = None) -> moments.M2ProductPartial:
+        """Partial sums of ``M2 Ω`` (:func:`distdp.moments.m2_product_partial`)."""
+        return moments.m2_product_partial(self.counts, omega, q_scale)
+
+    def m2_dense(self) -> moments.M2ProductPartial:
+        """Dense d×d partial sums of M2 (small vocabularies only)."""
+        return moments.m2_dense_partial(self.counts)
+
+    def _project(self, W: np.ndarray, key) -> np.ndarray:
+        """``Y = C W``, cached under ``key`` (recomputed after an actor restart)."""
+        if key is None or key != self._proj_key:
+            self._Y = np.asarray(self.counts @ W)
+            self._proj_key = key
+        return self._Y
+
+    def tensor_partial(self, W: np.ndarray, weights: moments.TensorWeights, with_cube: bool = True,
+                       key=None) -> moments.TensorPartial:
+        """Partial sums of the whitened tensor (:func:`distdp.moments.tensor_partial`)."""
+        Y = self._project(W, key)
+        return moments.tensor_partial(self.counts, W, weights, with_cube=with_cube, Y=Y)
+
+    def cube_apply(self, W: np.ndarray, weights: moments.TensorWeights, U: np.ndarray,
+                   key=None) -> np.ndarray:
+        """This shard's ``(Σ ω_n y_n⊗3)(I,u,u)`` for the columns of ``U`` (k×L): O(n k L)."""
+        Y = self._project(W, key)
+        return moments.cube_apply_partial(self.counts, Y, weights, U)

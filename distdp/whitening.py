@@ -1,0 +1,108 @@
+"""Top-k eigenpairs of M2 and the whitening transform, without a d×d matrix.
+
+Pure numpy: the second moment is seen only through a callable ``apply(Ω)`` that
+returns ``M2 Ω`` for a d×p block (a distributed pass over the shards in
+practice). The randomized subspace iteration of Halko, Martinsson & Tropp
+(2011, Alg. 4.4 with Rayleigh–Ritz, Alg. 5.3) needs ``n_iter`` such products
+after the first.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+#: Eigenvalues below this fraction of the largest are zero up to rounding.
+RANK_TOL = 1e-10
+
+
+@dataclass(frozen=True)
+class Whitening:
+    """Top-k eigenpairs ``M2 ≈ U diag(s) Uᵀ`` and the derived transforms.
+
+    Attributes
+    ----------
+    eigenvalues : ndarray (k,)
+        ``s``, descending, all positive.
+    eigenvectors : ndarray (d, k)
+        ``U``, orthonormal columns.
+    """
+
+    eigenvalues: np.ndarray
+    eigenvectors: np.ndarray
+
+    @property
+    def W(self) -> np.ndarray:
+        """Whitening matrix ``W = U diag(s)^(-1/2)`` (d×k): ``Wᵀ M2 W = I_k``."""
+        return self.eigenvectors / np.sqrt(self.eigenvalues)[None, :]
+
+    @property
+    def unwhiten(self) -> np.ndarray:
+        """Un-whitening matrix ``(W†)ᵀ = U diag(s)^(1/2)`` (d×k)."""
+        return self.eigenvectors * np.sqrt(self.eigenvalues)[None, :]
+
+
+def top_k_from_symmetric(vals: np.ndarray, vecs: np.ndarray, k: int) -> Whitening:
+    """Keep the k algebraically largest eigenpairs; fail if the k-th is not positive.
+
+    Raises
+    ------
+    ValueError
+        If ``σ_k ≤ RANK_TOL · σ_1`` (zero up to rounding) or ``σ_k ≤ 0``: the data do not support ``k`` topics (too few
+        documents, or ``k`` above the number of topics the corpus holds).
+    """
+    order = np.argsort(vals)[::-1][:k]
+    vals, vecs = vals[order], vecs[:, order]
+    if not np.all(np.isfinite(vals)):
+        raise ValueError("M2 has non-finite eigenvalues; check the corpus for empty or invalid documents")
+    if vals[-1] <= RANK_TOL * max(vals[0], 0.0):
+        raise ValueError(
+            f"k={k} is larger than the data supports: the {k}-th eigenvalue of M2 is "
+            f"{vals[-1]:.3g} ≤ 0 (to {RANK_TOL:g} of the largest) (top eigenvalues: {np.array2string(vals, precision=3)}). "
+            "Use a smaller k or more documents.")
+    return Whitening(vals, vecs)
+
+
+def randomized_top_eigh(apply: Callable[[np.ndarray], np.ndarray], first_product: np.ndarray,
+                        k: int, n_iter: int = 3) -> Whitening:
+    """Top-k eigenpairs of a symmetric operator by randomized subspace iteration.
+
+    Parameters
+    ----------
+    apply : callable
+        ``apply(Q) = M2 Q`` for a d×p block ``Q``.
+    first_product : ndarray (d, p)
+        ``M2 Ω`` for a Gaussian test block ``Ω`` (p ≥ k; computed with the
+        first data pass so that it costs no extra pass).
+    k : int
+        Number of eigenpairs.
+    n_iter : int
+        Products with M2 after the first (≥ 1). With ``n_iter = q + 1`` this
+        is subspace iteration with ``q`` power steps, then Rayleigh–Ritz on
+        ``Qᵀ M2 Q`` computed from the last product. Each costs one pass.
+
+    Returns
+    -------
+    Whitening
+    """
+    if n_iter < 1:
+        raise ValueError(f"n_iter must be ≥ 1, got {n_iter}")
+    if first_product.shape[1] < k:
+        raise ValueError(f"the test block has {first_product.shape[1]} columns, fewer than k={k}")
+    Q, _ = np.linalg.qr(first_product)
+    for i in range(n_iter):
+        Y = apply(Q)
+        if i < n_iter - 1:
+            Q, _ = np.linalg.qr(Y)
+    B = Q.T @ Y
+    B = 0.5 * (B + B.T)
+    vals, vecs = np.linalg.eigh(B)
+    return top_k_from_symmetric(vals, Q @ vecs, k)
+
+
+def dense_top_eigh(m2: np.ndarray, k: int) -> Whitening:
+    """Top-k eigenpairs of a dense symmetric M2 (small vocabularies only)."""
+    vals, vecs = np.linalg.eigh(0.5 * (m2 + m2.T))
+    return top_k_from_symmetric(vals, vecs, k)
+

@@ -1,0 +1,106 @@
+"""Parquet corpus IO: round trip, partitioning, validation errors naming file/row/column, prepare, atomicity."""
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import scipy.sparse as sp
+
+from distdp.io import corpus as cio
+from distdp.io.atomic import atomic_directory
+from distdp.io.prepare import prepare, prepare_counts
+
+
+def write_rows(path, ids, counts, **extra):
+    cols = {"word_ids": pa.array(ids, type=pa.list_(pa.int32())), "counts": pa.array(counts, type=pa.list_(pa.int32()))}
+    cols.update(extra)
+    pq.write_table(pa.table(cols), path)
+    return path
+
+
+def test_round_trip_and_row_groups(tmp_path):
+    rng = np.random.default_rng(0)
+    X = sp.random(230, 40, density=0.2, random_state=1, format="csr")
+    X.data = rng.integers(1, 5, X.nnz).astype(float)
+    cio.write_corpus(tmp_path / "c", X, n_shards=3, vocab=[f"w{i}" for i in range(40)], row_group_size=25)
+    units = cio.plan_units(cio.discover(tmp_path / "c"))
+    assert sum(u.num_rows for u in units) == 230 and len(units) > 3
+    back = cio.read_units(units, 40)
+    assert (back != X).nnz == 0
+    d, words = cio.resolve_vocab(tmp_path / "c")
+    assert d == 40 and words[3] == "w3"
+    groups = cio.partition(units, 4)
+    assert len(groups) == 4 and [u for g in groups for u in g] == units
+    sizes = [sum(u.num_rows for u in g) for g in groups]
+    assert max(sizes) - min(sizes) <= 25  # balanced to one row group
+
+
+@pytest.mark.parametrize("ids,counts,needle", [
+    ([[0, 1], [2, 99]], [[1, 1], [1, 1]], "row 1: column 'word_ids': id 99 is outside the vocabulary [0, 10)"),
+    ([[0, 1], [2, 3]], [[1, 1], [1, -2]], "row 1: column 'counts': negative count -2"),
+    ([[0, 1], [2, 3]], [[1, 1], [1]], "row 1: 'word_ids' has 2 entries but 'counts' has 1"),
+    ([[0, 1], [4, 4]], [[1, 1], [1, 2]], "row 1: column 'word_ids': id 4 appears twice in the row"),
+    ([[0, 1], None], [[1, 1], [1]], "row 1: column 'word_ids' is null"),
+])
+def test_bad_rows_are_named(tmp_path, ids, counts, needle):
+    f = write_rows(tmp_path / "bad.parquet", ids, counts)
+    with pytest.raises(ValueError) as err:
+        cio.read_corpus(f, 10)
+    assert needle in str(err.value) and "bad.parquet" in str(err.value)
+
+
+def test_wrong_schema_and_empty(tmp_path):
+    pq.write_table(pa.table({"word_ids": pa.array([[1]], type=pa.list_(pa.int32())), "n": [1]}), tmp_path / "a.parquet")
+    with pytest.raises(ValueError, match="column 'counts' is missing"):
+        cio.plan_units(cio.discover(tmp_path / "a.parquet"))
+    pq.write_table(pa.table({"word_ids": pa.array([[1]], type=pa.list_(pa.int32())),
+                             "counts": pa.array([[1.5]], type=pa.list_(pa.float64()))}), tmp_path / "b.parquet")
+    with pytest.raises(ValueError, match="column .counts. has type list.*expected list<int32>"):
+        cio.plan_units(cio.discover(tmp_path / "b.parquet"))
+    write_rows(tmp_path / "e.parquet", [], [])
+    with pytest.raises(ValueError, match="empty corpus"):
+        cio.plan_units(cio.discover(tmp_path / "e.parquet"))
+    with pytest.raises(FileNotFoundError, match="no such corpus"):
+        cio.discover(tmp_path / "missing")
+    (tmp_path / "text.parquet").write_text("not parquet")
+    with pytest.raises(ValueError, match="not a readable parquet file"):
+        cio.plan_units([tmp_path / "text.parquet"])
+
+
+def test_vocab_size_required(tmp_path):
+    f = write_rows(tmp_path / "x.parquet", [[0, 1, 2]], [[1, 1, 1]])
+    with pytest.raises(ValueError, match="vocabulary size unknown"):
+        cio.resolve_vocab(f)
+    assert cio.resolve_vocab(f, vocab_size=5) == (5, None)
+
+
+def test_atomic_directory_leaves_nothing_on_failure(tmp_path):
+    target = tmp_path / "out"
+    with pytest.raises(RuntimeError):
+        with atomic_directory(target) as tmp:
+            (tmp / "half.npy").write_text("x")
+            raise RuntimeError("interrupted")
+    assert not target.exists() and list(tmp_path.iterdir()) == []
+    with atomic_directory(target) as tmp:
+        (tmp / "a").write_text("1")
+    with pytest.raises(FileExistsError):
+        with atomic_directory(target):
+            pass
+    with pytest.raises(RuntimeError):  # a failed overwrite keeps the old output
+        with atomic_directory(target, overwrite=True) as tmp:
+            raise RuntimeError
+    assert (target / "a").read_text() == "1"
+
+
+def test_prepare_text_to_corpus(tmp_path):
+    texts = ["The cat sat on the mat with another cat", "Dogs and cats are pets; the dog barked",
+             "Stock markets fell as investors sold stocks", None, "Markets rallied; investors bought stock"]
+    pq.write_table(pa.table({"body": texts, "id": ["a", "b", "c", "d", "e"]}), tmp_path / "t.parquet")
+    res = prepare(tmp_path / "t.parquet", "body", tmp_path / "corpus", max_vocab=50, min_df=1, id_column="id")
+    assert "the" not in res.vocab and "cat" in res.vocab and res.vocab_from_data
+    X = cio.read_corpus(tmp_path / "corpus", len(res.vocab))
+    assert X.shape == (5, len(res.vocab))
+    assert X[0, res.vocab.index("cat")] == 2 and X[3].nnz == 0
+    fixed = prepare_counts(pa.array(texts), np.arange(5).astype(str), vocab=["stock", "markets", "zebra"])
+    assert fixed.counts.toarray()[:, :2].tolist() == [[0, 0], [0, 0], [1, 1], [0, 0], [1, 1]]
+    with pytest.raises(ValueError, match="column 'text' not found"):
+        prepare(tmp_path / "t.parquet", "text", tmp_path / "c2")

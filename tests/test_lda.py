@@ -1,0 +1,161 @@
+"""Spectral LDA end to end: exact recovery, statistical recovery, API, CLI, bad input."""
+import json
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import distdp
+from distdp import lda, moments, pipeline, whitening
+from distdp.cli import main
+from distdp.shard import Shard
+from distdp.synthetic import sample_corpus
+from distdp.tensor.power import robust_power_method
+
+
+@pytest.fixture(scope="module")
+def corpus_a():
+    """The issue's recovery setting: N = 20,000, d = 2,000, k = 10, α0 = 1, mean length 100."""
+    return sample_corpus(20_000, 2_000, 10, np.random.default_rng(11), model="lda", alpha0=1.0)
+
+
+@pytest.mark.parametrize("model,alpha0", [("lda", 0.4), ("lda", 3.0), ("stm", 0.0)])
+def test_recovery_from_exact_population_moments(model, alpha0):
+    """Whitening + power method + recovery return the true (μ, α) from exact moments (α0 ≠ 1)."""
+    rng = np.random.default_rng(2)
+    k, d = 4, 12
+    mu = rng.dirichlet(np.ones(d), size=k)
+    alpha = np.array([0.1, 0.2, 0.3, 0.4]) * (alpha0 if model == "lda" else 1.0)
+    if model == "lda":
+        w2 = alpha / (alpha0 * (alpha0 + 1))
+        w3 = 2 * alpha / (alpha0 * (alpha0 + 1) * (alpha0 + 2))
+    else:
+        w2 = w3 = alpha
+    M2 = (mu.T * w2) @ mu
+    M3 = np.einsum("r,ri,rj,rk->ijk", w3, mu, mu, mu)
+    wh = whitening.dense_top_eigh(M2, k)
+    T = np.einsum("ijk,ia,jb,kc->abc", M3, wh.W, wh.W, wh.W)
+    res = robust_power_method(T, k, rng=rng)
+    topic_word, a_hat = lda.recover_parameters(res.eigenvalues, res.eigenvectors, wh.unwhiten, alpha0, model)
+    err, perm = lda.matched_l1(topic_word, mu)
+    assert err < 1e-8
+    np.testing.assert_allclose(a_hat[perm], alpha, rtol=1e-8)
+
+
+@pytest.mark.parametrize("model", ["lda", "stm"])
+def test_recovery_on_synthetic_corpus(model, corpus_a):
+    """Mean Hungarian-matched L1 ≤ 0.10 on N=20k, d=2k, k=10, α0=1 (issue 2's acceptance bar).
+
+    Over seeds 0–4 of the corpus and fit the LDA error measured 0.07–0.08 and
+    the STM error 0.04–0.05; 0.10 is the issue's bar, not a tuned tolerance.
+    """
+    c = corpus_a if model == "lda" else sample_corpus(20_000, 2_000, 10, np.random.default_rng(12), model="stm")
+    fitted = distdp.fit_lda(c.counts, 10, alpha0=1.0, model=model, backend="local", workers=2, seed=0, progress=False)
+    err, perm = lda.matched_l1(fitted.topic_word, c.topic_word)
+    assert err <= 0.10
+    np.testing.assert_allclose(fitted.topic_word.sum(1), 1.0)
+    # α (LDA) or weights (STM) within 25% each: their error is O(1/√N) times a constant of order k.
+    np.testing.assert_allclose(fitted.alpha[perm], c.alpha, rtol=0.25)
+
+
+def test_implicit_tensor_path_matches_explicit(corpus_a):
+    """The implicit path (one T(I,u,u) pass per iteration) gives the explicit path's topics."""
+    counts = corpus_a.counts[:4000]
+    kw = dict(alpha0=1.0, backend="local", workers=2, seed=3, progress=False)
+    a = distdp.fit_lda(counts, 10, tensor="explicit", **kw)
+    b = distdp.fit_lda(counts, 10, tensor="implicit", **kw)
+    np.testing.assert_allclose(a.topic_word, b.topic_word, atol=1e-8)
+    np.testing.assert_allclose(a.alpha, b.alpha, rtol=1e-8)
+
+
+def test_randomized_eigensolver_matches_dense(corpus_a):
+    """The randomized top-k eigenpairs of M2 (never d×d) agree with a dense eigendecomposition."""
+    shard = Shard(corpus_a.counts[:5000])
+    fp = shard.first_pass(np.zeros((2000, 1)))
+    coef = moments.MomentCoefficients(1.0)
+    dense = moments.m2_product(shard.m2_dense(), fp.m1_sum, np.eye(2000), fp.n_used, coef)
+    ref = whitening.dense_top_eigh(dense, 10)
+    rng = np.random.default_rng(0)
+    om = rng.standard_normal((2000, 20))
+    got = whitening.randomized_top_eigh(lambda Q: dense @ Q, dense @ om, 10, n_iter=3)
+    np.testing.assert_allclose(got.eigenvalues, ref.eigenvalues, rtol=1e-6)
+    # subspace agreement: the cosines of the principal angles are all ≈ 1
+    cos = np.linalg.svd(ref.eigenvectors.T @ got.eigenvectors, compute_uv=False)
+    assert cos.min() > 1 - 1e-6
+
+
+def test_simultaneous_method_recovers(corpus_a):
+    fitted = distdp.fit_lda(corpus_a.counts, 10, alpha0=1.0, backend="local", seed=0, progress=False,
+                            method="simultaneous")
+    assert lda.matched_l1(fitted.topic_word, corpus_a.topic_word)[0] <= 0.10
+
+
+def test_save_load_round_trip(tmp_path, corpus_a):
+    fitted = distdp.fit_lda(corpus_a.counts[:3000], 5, backend="local", seed=0, progress=False,
+                            vocab=[f"w{i}" for i in range(2000)])
+    fitted.save(tmp_path / "m")
+    back = distdp.LDAModel.load(tmp_path / "m")
+    np.testing.assert_array_equal(back.topic_word, fitted.topic_word)
+    assert back.top_words(3) == fitted.top_words(3) and back.info["corpus"]["n_docs"] == 3000
+    meta = json.loads((tmp_path / "m" / "model.json").read_text())
+    assert set(meta["timings_s"]) >= {"read", "pass1_stats", "whitening", "whitened_tensor", "decomposition", "total"}
+    assert (tmp_path / "m" / "top_words.txt").read_text().count("\n") == 5
+
+
+def test_short_documents_are_set_aside():
+    rng = np.random.default_rng(0)
+    c = sample_corpus(600, 30, 2, rng, alpha0=0.5, doc_length=20, topic_concentration=0.5)
+    first = np.arange(40) % 29
+    short = sp.csr_matrix((np.ones(80), (np.repeat(np.arange(40), 2), np.stack([first, first + 1], 1).ravel())),
+                          shape=(40, 30))  # 40 two-token documents
+    fitted = distdp.fit_lda(sp.vstack([c.counts, short]), 2, alpha0=0.5, backend="local", progress=False, seed=0)
+    assert fitted.info["corpus"]["n_docs"] == 640 and fitted.info["corpus"]["n_docs_short"] == 40
+
+
+@pytest.mark.parametrize("kwargs,needle", [
+    (dict(k=30), "k=30 must be smaller than the vocabulary size d=30"),
+    (dict(k=0), "k must be a positive integer"),
+    (dict(k=2, alpha0=0.0), "alpha0 must be > 0 for LDA"),
+    (dict(k=2, alpha0=-1.0), "alpha0 must be > 0 for LDA"),
+    (dict(k=2, model="xyz"), "model must be one of"),
+    (dict(k=2, tensor="both"), "tensor must be"),
+])
+def test_bad_parameters(kwargs, needle):
+    X = sample_corpus(100, 30, 2, np.random.default_rng(0)).counts
+    args = dict(alpha0=1.0, backend="local", progress=False) | kwargs
+    with pytest.raises(ValueError, match=needle.replace("(", r"\(")):
+        distdp.fit_lda(X, **args)
+
+
+def test_k_larger_than_data_supports():
+    """Documents that use only 3 words give an M2 of rank ≤ 3: k = 5 must fail clearly."""
+    rng = np.random.default_rng(0)
+    X = sp.csr_matrix(np.hstack([rng.integers(1, 5, size=(200, 3)), np.zeros((200, 17))]))
+    with pytest.raises(ValueError, match="k=5 is larger than the data supports"):
+        distdp.fit_lda(X, 5, backend="local", progress=False, seed=0)
+
+
+def test_too_few_documents():
+    X = sp.csr_matrix(np.array([[3, 1, 0, 0], [0, 2, 2, 0], [1, 1, 0, 0]]))
+    with pytest.raises(ValueError, match="too few documents: 2 of 3 have ≥ 3 tokens"):
+        distdp.fit_lda(X, 2, backend="local", progress=False)
+
+
+def test_cli_make_corpus_and_fit_local(tmp_path, capsys):
+    assert main(["make-corpus", str(tmp_path / "c"), "--docs", "3000", "--vocab-size", "300", "--topics", "4",
+                 "--shards", "2", "--seed", "1"]) == 0
+    assert main(["fit-lda", str(tmp_path / "c"), "--k", "4", "--out", str(tmp_path / "m"), "--local",
+                 "--workers", "2", "--seed", "0", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "topic   0" in out and "wrote" in out
+    truth = np.load(tmp_path / "c" / "truth" / "topic_word.npy")
+    assert lda.matched_l1(np.load(tmp_path / "m" / "topic_word.npy"), truth)[0] < 0.3
+    # a second fit into the same directory is refused, and the first output is intact
+    assert main(["fit-lda", str(tmp_path / "c"), "--k", "4", "--out", str(tmp_path / "m"), "--local"]) == 2
+    assert "already exists" in capsys.readouterr().err
+    # a failing fit (k too large) leaves no output directory behind
+    assert main(["fit-lda", str(tmp_path / "c"), "--k", "400", "--out", str(tmp_path / "m2"), "--local"]) == 2
+    assert not (tmp_path / "m2").exists()
+    assert main(["fit-lda", str(tmp_path / "c"), "--k", "4", "--vocab-size", "100", "--out", str(tmp_path / "m3"),
+                 "--local"]) == 2
+    assert "outside the vocabulary [0, 100)" in capsys.readouterr().err

@@ -1,0 +1,196 @@
+"""Moment estimators: exact unbiasedness, population identities, brute-force equality, merging.
+
+All comparisons here are exact identities, so tolerances are rounding-level
+(1e-12 relative), not statistical.
+"""
+import itertools
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from distdp import moments
+from distdp.moments import MomentCoefficients, TensorWeights, WhitenedTensor
+
+ALPHA0S = [0.0, 0.35, 2.5]  # never 1: the paper's wrong M3 coefficients coincide with the right ones at α0 = 1
+
+
+# --------------------------------------------------------------------- references
+def m1_ref(c):
+    return c / c.sum()
+
+
+def m2_ref(c):
+    l = c.sum()
+    return (np.outer(c, c) - np.diag(c)) / (l * (l - 1))
+
+
+def m3_ref(c):
+    """SPEC §4's m3 written term by term with explicit basis tensors."""
+    c = c.astype(float)
+    d, l = len(c), c.sum()
+    t = np.einsum("i,j,k->ijk", c, c, c)
+    for i, j in itertools.product(range(d), repeat=2):
+        e = np.zeros((d, d, d))
+        e[i, i, j] += 1
+        e[i, j, i] += 1
+        e[j, i, i] += 1
+        t -= c[i] * c[j] * e
+    for i in range(d):
+        t[i, i, i] += 2 * c[i]
+    return t / (l * (l - 1) * (l - 2))
+
+
+def compositions(total, parts):
+    """All count vectors of ``parts`` non-negative integers summing to ``total``."""
+    for cuts in itertools.combinations(range(total + parts - 1), parts - 1):
+        edges = (-1,) + cuts + (total + parts - 1,)
+        yield np.array([edges[i + 1] - edges[i] - 1 for i in range(parts)])
+
+
+def multinomial_pmf(c, p):
+    from math import factorial
+
+    coef = factorial(int(c.sum()))
+    for x in c:
+        coef //= factorial(int(x))
+    return coef * np.prod(p ** c)
+
+
+def brute_force_estimates(C, alpha0):
+    """M2 and M3 estimators with explicit sums over distinct documents (U-statistics)."""
+    N = len(C)
+    coef = MomentCoefficients(alpha0)
+    pairs = [(a, b) for a in range(N) for b in range(N) if a != b]
+    M2 = sum(m2_ref(c) for c in C) / N - coef.a2 * sum(np.outer(m1_ref(C[a]), m1_ref(C[b])) for a, b in pairs) / (N * (N - 1))
+    X = sum(np.einsum("ij,k->ijk", m2_ref(C[a]), m1_ref(C[b])) for a, b in pairs) / (N * (N - 1))
+    U3 = sum(np.einsum("i,j,k->ijk", m1_ref(C[a]), m1_ref(C[b]), m1_ref(C[c]))
+             for a, b, c in itertools.permutations(range(N), 3)) / (N * (N - 1) * (N - 2))
+    M3 = (sum(m3_ref(c) for c in C) / N - coef.a3 * (X + X.transpose(0, 2, 1) + X.transpose(2, 0, 1))
+          + coef.b3 * U3)
+    return M2, M3
+
+
+@pytest.fixture
+def tiny_corpus():
+    rng = np.random.default_rng(7)
+    C = rng.integers(0, 4, size=(7, 5)).astype(float)
+    C[:, 0] += 3  # every document has ≥ 3 tokens
+    return C, sp.csr_matrix(C), rng.standard_normal((5, 3))
+
+
+# --------------------------------------------------------------------- per-document unbiasedness
+@pytest.mark.parametrize("length", [3, 4, 6])
+def test_per_document_estimators_are_exactly_unbiased(length):
+    """E[m1] = p, E[m2] = ppᵀ, E[m3] = p⊗p⊗p under Multinomial(l, p), by exact enumeration."""
+    p = np.array([0.5, 0.3, 0.15, 0.05])
+    e1 = e2 = e3 = 0.0
+    for c in compositions(length, len(p)):
+        w = multinomial_pmf(c, p)
+        e1, e2, e3 = e1 + w * m1_ref(c), e2 + w * m2_ref(c), e3 + w * m3_ref(c)
+    np.testing.assert_allclose(e1, p, atol=1e-14)
+    np.testing.assert_allclose(e2, np.outer(p, p), atol=1e-14)
+    np.testing.assert_allclose(e3, np.einsum("i,j,k->ijk", p, p, p), atol=1e-14)
+
+
+# --------------------------------------------------------------------- population identities
+def dirichlet_moments(alpha):
+    """Exact E[h⊗h] and E[h⊗h⊗h] of h ~ Dirichlet(alpha)."""
+    a0, k = alpha.sum(), len(alpha)
+    I = np.eye(k)
+    E2 = alpha[:, None] * (alpha[None, :] + I) / (a0 * (a0 + 1))
+    E3 = (alpha[:, None, None] * (alpha[None, :, None] + I[:, :, None])
+          * (alpha[None, None, :] + I[:, None, :] + I[None, :, :])) / (a0 * (a0 + 1) * (a0 + 2))
+    return E2, E3
+
+
+@pytest.mark.parametrize("alpha", [np.array([0.3, 0.7, 1.5]), np.array([0.05, 0.1, 0.2]), np.array([2.0, 3.0, 5.0])])
+def test_lda_moment_identities(alpha):
+    """SPEC §4: M2 = Σ α_i/(α0(α0+1)) μ_i⊗μ_i and M3 = Σ 2α_i/(α0(α0+1)(α0+2)) μ_i⊗3 exactly."""
+    rng = np.random.default_rng(0)
+    mu = rng.dirichlet(np.ones(4), size=3).T  # d×k, columns are topics
+    a0 = alpha.sum()
+    E2h, E3h = dirichlet_moments(alpha)
+    M1 = mu @ alpha / a0
+    E2 = mu @ E2h @ mu.T
+    E3 = np.einsum("abc,ia,jb,kc->ijk", E3h, mu, mu, mu)
+    coef = MomentCoefficients(a0)
+    X = np.einsum("ij,k->ijk", E2, M1)
+    M2 = E2 - coef.a2 * np.outer(M1, M1)
+    M3 = E3 - coef.a3 * (X + X.transpose(0, 2, 1) + X.transpose(2, 0, 1)) + coef.b3 * np.einsum("i,j,k->ijk", M1, M1, M1)
+    np.testing.assert_allclose(M2, (mu * (alpha / (a0 * (a0 + 1)))) @ mu.T, atol=1e-14)
+    np.testing.assert_allclose(M3, np.einsum("r,ir,jr,kr->ijk", 2 * alpha / (a0 * (a0 + 1) * (a0 + 2)), mu, mu, mu),
+                               atol=1e-14)
+
+
+# --------------------------------------------------------------------- estimator = brute force
+@pytest.mark.parametrize("alpha0", ALPHA0S)
+def test_m2_product_equals_brute_force(tiny_corpus, alpha0):
+    C, Cs, _ = tiny_corpus
+    M2, _ = brute_force_estimates(C, alpha0)
+    omega = np.random.default_rng(1).standard_normal((5, 4))
+    part = moments.m2_product_partial(Cs, omega)
+    got = moments.m2_product(part, (C / C.sum(1, keepdims=True)).sum(0), omega, len(C), MomentCoefficients(alpha0))
+    np.testing.assert_allclose(got, M2 @ omega, rtol=1e-12, atol=1e-15)
+    dense = moments.m2_dense_partial(Cs)
+    got_dense = moments.m2_product(dense, (C / C.sum(1, keepdims=True)).sum(0), np.eye(5), len(C),
+                                   MomentCoefficients(alpha0))
+    np.testing.assert_allclose(got_dense, M2, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("alpha0", ALPHA0S)
+def test_whitened_tensor_equals_brute_force(tiny_corpus, alpha0):
+    """T from projected documents (never d³) equals M3(W,W,W) of the brute-force U-statistic M3."""
+    C, Cs, W = tiny_corpus
+    _, M3 = brute_force_estimates(C, alpha0)
+    tw = TensorWeights(len(C), alpha0)
+    wt = WhitenedTensor(W, moments.tensor_partial(Cs, W, tw), (C / C.sum(1, keepdims=True)).sum(0), tw)
+    expected = np.einsum("ijk,ia,jb,kc->abc", M3, W, W, W)
+    np.testing.assert_allclose(wt.dense(), expected, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("alpha0", ALPHA0S)
+def test_implicit_apply_equals_explicit(tiny_corpus, alpha0):
+    """The implicit T(I,u,u) path (cube on shards + O(dkL) corrections) equals the dense tensor."""
+    C, Cs, W = tiny_corpus
+    tw = TensorWeights(len(C), alpha0)
+    m1 = (C / C.sum(1, keepdims=True)).sum(0)
+    wt = WhitenedTensor(W, moments.tensor_partial(Cs, W, tw), m1, tw)
+    U = np.random.default_rng(3).standard_normal((3, 8))
+    implicit = moments.cube_apply_partial(Cs, Cs @ W, tw, U) + wt.correction_apply(U)
+    np.testing.assert_allclose(implicit, np.einsum("abc,bl,cl->al", wt.dense(), U, U), rtol=1e-12, atol=1e-14)
+
+
+def test_shard_partials_merge_to_one_shard_result(tiny_corpus):
+    """Sums of per-shard partials equal the single-shard partials (any split)."""
+    C, Cs, W = tiny_corpus
+    tw = TensorWeights(len(C), 0.35)
+    whole = moments.tensor_partial(Cs, W, tw)
+    merged = moments.tensor_partial(Cs[:2], W, tw) + moments.tensor_partial(Cs[2:5], W, tw) + moments.tensor_partial(Cs[5:], W, tw)
+    for name in ("cube", "z", "g", "sum_m2", "sum_m1m1"):
+        np.testing.assert_allclose(getattr(merged, name), getattr(whole, name), rtol=1e-12, atol=1e-15)
+    omega = np.ones((5, 2))
+    a = moments.m2_product_partial(Cs, omega)
+    b = moments.m2_product_partial(Cs[:3], omega) + moments.m2_product_partial(Cs[3:], omega)
+    np.testing.assert_allclose(a.e2, b.e2, rtol=1e-12)
+    np.testing.assert_allclose(a.q, b.q, rtol=1e-12)
+
+
+def test_weighted_cube_sum_blocks_agree():
+    """Blocking over documents does not change Σ ω y⊗3."""
+    rng = np.random.default_rng(5)
+    Y, w = rng.standard_normal((50, 4)), rng.random(50)
+    ref = np.einsum("n,na,nb,nc->abc", w, Y, Y, Y)
+    np.testing.assert_allclose(moments.weighted_cube_sum(Y, w, block=7), ref, rtol=1e-12)
+
+
+@pytest.mark.parametrize("alpha0", ALPHA0S)
+def test_folded_m2_product_equals_unfolded(tiny_corpus, alpha0):
+    """Folding Σ m1m1ᵀΩ into e2 once N is known gives the same M2 Ω."""
+    C, Cs, _ = tiny_corpus
+    coef = MomentCoefficients(alpha0)
+    omega = np.random.default_rng(4).standard_normal((5, 3))
+    m1 = (C / C.sum(1, keepdims=True)).sum(0)
+    plain = moments.m2_product(moments.m2_product_partial(Cs, omega), m1, omega, len(C), coef)
+    folded = moments.m2_product_partial(Cs, omega, moments.q_fold_scale(len(C), coef))
+    np.testing.assert_allclose(moments.m2_product(folded, m1, omega, len(C), coef), plain, rtol=1e-12, atol=1e-16)
