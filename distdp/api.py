@@ -1,22 +1,33 @@
-"""Python API: ``fit_lda`` over a parquet corpus or an in-memory matrix, local or on Ray."""
+"""Python API: fit, refine, transform, coherence and export, local or on Ray.
+
+Every function takes a corpus as a parquet path (file or directory, SPEC §2)
+or a documents×words sparse matrix, and runs on shards held either in this
+process (``backend="local"``) or in Ray actors (``backend="ray"``).
+"""
 from __future__ import annotations
 
+import contextlib
+import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 import scipy.sparse as sp
 
-from distdp import pipeline
+from distdp import pipeline, refine
 from distdp.io import corpus as cio
-from distdp.io.atomic import check_output_dir
+from distdp.io.atomic import atomic_directory, check_output_dir
 from distdp.lda import LDAModel, validate_fit_params
 from distdp.shard import Shard
 
+DEFAULT_REFINE = 3
+COHERENCE_TOP_N = 10
+
 
 def _progress_bar(enabled: bool) -> tuple[Callable | None, Callable[[], None]]:
-    """A tqdm bar over passes and power iterations, and its closer."""
+    """A tqdm bar over passes and power/EM iterations, and its closer."""
     if not enabled:
         return None, lambda: None
     from tqdm.auto import tqdm
@@ -35,12 +46,101 @@ def _split_rows(counts: sp.csr_matrix, n: int) -> list[sp.csr_matrix]:
     return [counts[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
 
 
+@dataclass
+class OpenCorpus:
+    """Shards of a corpus ready to serve passes, and what is known about it."""
+
+    backend: pipeline.Backend
+    ray_backend: object | None
+    vocab_size: int
+    vocab: list[str] | None
+    source: str
+    read_seconds: float
+
+    def resources(self) -> dict:
+        """Per-actor peak memory, read time, nodes and bytes per round (Ray only)."""
+        rb = self.ray_backend
+        if rb is None:
+            return {}
+        return {"actor_peak_rss_bytes": rb.peak_rss_bytes(), "actor_read_s": [i["read_s"] for i in rb.info],
+                "nodes": len({i["node"] for i in rb.info}),
+                "result_bytes_per_round": {m: max(v) for m, v in rb.traffic.items()}}
+
+    def close(self) -> None:
+        if self.ray_backend is not None:
+            self.ray_backend.shutdown()
+
+
+@contextlib.contextmanager
+def open_corpus(corpus, *, vocab=None, vocab_size: int | None = None, workers: int | None = None,
+                backend: str = "ray", address: str | None = None, cpus_per_worker: float | None = None,
+                with_doc_ids: bool = False):
+    """Read a corpus into shards (in process or in Ray actors); stop the actors on exit.
+
+    Parameters are those of :func:`fit_lda`. Yields an :class:`OpenCorpus`.
+    """
+    t0 = time.perf_counter()
+    words = None
+    if vocab is not None and not isinstance(vocab, (str, Path)):
+        words, vocab = list(vocab), None
+    in_memory = sp.issparse(corpus) or isinstance(corpus, np.ndarray)
+    if in_memory:
+        counts = sp.csr_matrix(corpus, dtype=np.float64)
+        d = counts.shape[1]
+        if words is None and vocab is not None:
+            words = cio.load_vocab(vocab)
+        if words is not None and len(words) != d:
+            raise ValueError(f"vocabulary has {len(words)} words but the matrix has {d} columns")
+        if vocab_size is not None and vocab_size != d:
+            raise ValueError(f"vocab_size={vocab_size} but the matrix has {d} columns")
+        if counts.nnz and counts.data.min() < 0:
+            raise ValueError("corpus matrix has negative counts")
+        ids = np.arange(counts.shape[0]).astype(str) if with_doc_ids else None
+    else:
+        d, file_words = cio.resolve_vocab(corpus, vocab, vocab_size if words is None else len(words))
+        words = words if words is not None else file_words
+        units = cio.plan_units(cio.discover(corpus))
+    rb = None
+    if backend == "local":
+        n = workers or 1
+        if in_memory:
+            mats = _split_rows(counts, n)
+            bounds = np.cumsum([0] + [m.shape[0] for m in mats])
+            shards = [Shard(m, None if ids is None else ids[a:b]) for m, a, b in zip(mats, bounds[:-1], bounds[1:])]
+        else:
+            groups = cio.partition(units, n)
+            shards = [Shard(cio.read_units(g, d), cio.read_doc_ids(g) if with_doc_ids else None) for g in groups]
+        be = pipeline.LocalBackend(shards)
+    elif backend == "ray":
+        import ray
+
+        from distdp.distributed import RayBackend, ensure_ray
+
+        ensure_ray(address)
+        cpus = ray.cluster_resources().get("CPU", 1.0)
+        if workers is None:
+            workers = max(1, int(cpus // (cpus_per_worker or 1.0)))
+        if cpus_per_worker is None:
+            cpus_per_worker = min(1.0, cpus / workers)
+        if in_memory:
+            be = rb = RayBackend(None, d, cpus_per_worker, matrices=_split_rows(counts, workers))
+        else:
+            be = rb = RayBackend(cio.partition(units, workers), d, cpus_per_worker, with_doc_ids=with_doc_ids)
+    else:
+        raise ValueError(f"backend must be 'ray' or 'local', got {backend!r}")
+    oc = OpenCorpus(be, rb, d, words, "in-memory matrix" if in_memory else str(corpus), time.perf_counter() - t0)
+    try:
+        yield oc
+    finally:
+        oc.close()
+
+
 def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=None,
             vocab_size: int | None = None, workers: int | None = None, backend: str = "ray",
-            address: str | None = None, seed: int | None = None, out: str | Path | None = None,
-            overwrite: bool = False, progress: bool = True, cpus_per_worker: float | None = None,
-            **solver) -> LDAModel:
-    """Fit a spectral LDA (or single-topic) model by the method of moments.
+            address: str | None = None, seed: int | None = None, refine: int = 0, eta: float | None = None,
+            coherence: bool = True, out: str | Path | None = None, overwrite: bool = False,
+            progress: bool = True, cpus_per_worker: float | None = None, **solver) -> LDAModel:
+    """Fit a spectral LDA (or single-topic) model, optionally refined by variational EM.
 
     Parameters
     ----------
@@ -64,15 +164,21 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
         Address of an existing Ray cluster (default: start or reuse a local instance).
     seed : int, optional
         Seeds the eigensolver's test block and the power method's restarts.
+    refine : int
+        Batch variational EM iterations after the spectral fit, on the same
+        shards (LDA only; 0 = spectral only).
+    eta : float, optional
+        Topic-word Dirichlet smoothing of the EM (default 1/k).
+    coherence : bool
+        Record the NPMI coherence of the topics on the training corpus (one more pass).
     out : str or Path, optional
-        Save the model there (atomically).
+        Save the model there (atomically; checked before any work).
     overwrite : bool
         Replace an existing ``out``.
     progress : bool
         Show a progress bar over passes and iterations.
     cpus_per_worker : float, optional
-        CPUs each Ray actor reserves; default 1, or less when ``workers``
-        exceeds the cluster's CPUs, so that every actor can be placed.
+        CPUs each Ray actor reserves (default 1, less if ``workers`` exceeds the CPUs).
     **solver
         Further :class:`distdp.pipeline.SpectralParams` fields (``eigensolver``,
         ``eig_iters``, ``oversample``, ``tensor``, ``method``, ``n_restarts``, ``n_iters``).
@@ -84,80 +190,186 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
     t_start = time.perf_counter()
     if out is not None:
         check_output_dir(out, overwrite)
-    words = None
-    if vocab is not None and not isinstance(vocab, (str, Path)):
-        words, vocab = list(vocab), None
-    in_memory = sp.issparse(corpus) or isinstance(corpus, np.ndarray)
-    if in_memory:
-        counts = sp.csr_matrix(corpus, dtype=np.float64)
-        d = counts.shape[1]
-        if words is None and vocab is not None:
-            words = cio.load_vocab(vocab)
-        if words is not None and len(words) != d:
-            raise ValueError(f"vocabulary has {len(words)} words but the matrix has {d} columns")
-        if (counts.data < 0).any():
-            raise ValueError("corpus matrix has negative counts")
-    else:
-        d, file_words = cio.resolve_vocab(corpus, vocab, vocab_size if words is None else len(words))
-        words = words if words is not None else file_words
-        units = cio.plan_units(cio.discover(corpus))
     params = pipeline.SpectralParams(k=k, alpha0=alpha0, model=model, **solver)
-    validate_fit_params(k, alpha0, model, d)
-
-    rb = None
-    t0 = time.perf_counter()
-    if backend == "local":
-        n = workers or 1
-        mats = _split_rows(counts, n) if in_memory else [cio.read_units(g, d) for g in cio.partition(units, n)]
-        be = pipeline.LocalBackend([Shard(m) for m in mats])
-    elif backend == "ray":
-        from distdp.distributed import RayBackend, ensure_ray
-
-        import ray
-
-        ensure_ray(address)
-        cpus = ray.cluster_resources().get("CPU", 1.0)
-        if workers is None:
-            workers = max(1, int(cpus // (cpus_per_worker or 1.0)))
-        if cpus_per_worker is None:
-            cpus_per_worker = min(1.0, cpus / workers)
-        if in_memory:
-            be = rb = RayBackend(None, d, cpus_per_worker, matrices=_split_rows(counts, workers))
-        else:
-            be = rb = RayBackend(cio.partition(units, workers), d, cpus_per_worker)
-    else:
-        raise ValueError(f"backend must be 'ray' or 'local', got {backend!r}")
-    t_read = time.perf_counter() - t0
-
+    if refine and model != "lda":
+        raise ValueError("refine (variational EM) applies to model='lda' only")
     update, close = _progress_bar(progress)
     rng = np.random.default_rng(seed)
-    resources = {}
-    try:
-        res = pipeline.fit_spectral(be, d, params, rng, progress=update)
-        if rb is not None:
-            resources = {"actor_peak_rss_bytes": rb.peak_rss_bytes(),
-                         "actor_read_s": [i["read_s"] for i in rb.info],
-                         "nodes": len({i["node"] for i in rb.info}),
-                         "result_bytes_per_round": {m: max(v) for m, v in rb.traffic.items()}}
-    finally:
-        close()
-        if rb is not None:
-            rb.shutdown()
-    timings = {"read": t_read, **res.timings, "total": time.perf_counter() - t_start}
+    with open_corpus(corpus, vocab=vocab, vocab_size=vocab_size, workers=workers, backend=backend,
+                     address=address, cpus_per_worker=cpus_per_worker) as oc:
+        validate_fit_params(k, alpha0, model, oc.vocab_size)
+        eta = 1.0 / k if eta is None else float(eta)
+        try:
+            res = pipeline.fit_spectral(oc.backend, oc.vocab_size, params, rng, progress=update)
+            topic_word, variational, em = res.topic_word, None, None
+            if refine:
+                em = pipeline.refine_em(oc.backend, res.topic_word, res.alpha, res.stats["n_tokens"], refine, eta,
+                                        progress=update)
+                topic_word, variational = em.topic_word, em.variational
+            npmi = _coherence_on(oc.backend, topic_word) if coherence else None
+            resources = oc.resources()
+        finally:
+            close()
+    timings = {"read": oc.read_seconds, **res.timings}
     info = {
-        "method": "spectral",
+        "method": "spectral" + (f" + {refine} variational EM iterations" if refine else ""),
         "parameters": {"k": k, "alpha0": alpha0, "model": model, "seed": seed, "backend": backend,
-                       "workers": be.n_shards, **{f: getattr(params, f) for f in
-                                                  ("eigensolver", "eig_iters", "oversample", "tensor",
-                                                   "method", "n_restarts", "n_iters")}},
-        "corpus": {"source": "in-memory matrix" if in_memory else str(corpus), **res.stats},
+                       "workers": oc.backend.n_shards, "refine": refine, "eta": eta if refine else None,
+                       **{f: getattr(params, f) for f in ("eigensolver", "eig_iters", "oversample", "tensor",
+                                                          "method", "n_restarts", "n_iters")}},
+        "corpus": {"source": oc.source, **res.stats},
         "timings_s": timings,
         "resources": resources,
         "m2_eigenvalues": res.m2_eigenvalues,
         "tensor_eigenvalues": res.tensor_eigenvalues,
         "privacy": {"private": False, "note": "non-private fit: no noise was added at any edge"},
     }
-    fitted = LDAModel(res.topic_word, res.alpha, float(params.moment_alpha0), model, words, info)
+    if em is not None:
+        timings["refine"] = float(sum(em.seconds))
+        info["refine"] = {"elbo": em.elbo, "inner_iterations": em.inner_iterations, "seconds": em.seconds,
+                          "spectral_topic_word_l1_change": float(np.abs(topic_word - res.topic_word).sum(1).mean())}
+    if npmi is not None:
+        info["coherence"] = {"measure": "NPMI", "top_n": COHERENCE_TOP_N, "corpus": "training corpus",
+                             "mean": float(npmi.mean()), "per_topic": npmi}
+    timings["total"] = time.perf_counter() - t_start
+    fitted = LDAModel(topic_word, res.alpha, float(params.moment_alpha0), model, oc.vocab, info, variational)
     if out is not None:
         fitted.save(out, overwrite=overwrite)
     return fitted
+
+
+# ------------------------------------------------------------------ coherence
+def _coherence_on(backend: pipeline.Backend, topic_word: np.ndarray, top_n: int = COHERENCE_TOP_N) -> np.ndarray:
+    top = np.argsort(-topic_word, axis=1, kind="stable")[:, :top_n]
+    words = np.unique(top)
+    stats = pipeline._sum(backend.call("cooccurrence", words))
+    return refine.npmi(top, stats, words)
+
+
+def coherence(model: LDAModel, corpus, *, top_n: int = COHERENCE_TOP_N, **open_kw) -> dict:
+    """NPMI coherence of each topic's ``top_n`` words from document co-occurrence in ``corpus``.
+
+    Returns ``{"mean": float, "per_topic": ndarray (k,), "top_n": int}``.
+    In a private setting, coherence on the private training corpus is itself
+    a release: compute it on a corpus you may publish statistics of.
+    """
+    with _open_for_model(model, corpus, open_kw) as oc:
+        per = _coherence_on(oc.backend, model.topic_word, top_n)
+    return {"mean": float(per.mean()), "per_topic": per, "top_n": top_n}
+
+
+def _open_for_model(model: LDAModel, corpus, open_kw: dict, with_doc_ids: bool = False):
+    """Open ``corpus`` after checking that its vocabulary is the model's.
+
+    A parquet corpus's own vocabulary (``vocab.txt`` or metadata) must have
+    the model's size (and words, when both are known); a corpus without one
+    is read with the model's vocabulary size.
+    """
+    d = model.topic_word.shape[1]
+    if not (sp.issparse(corpus) or isinstance(corpus, np.ndarray)):
+        try:
+            d_corpus, words = cio.resolve_vocab(corpus)
+        except ValueError:
+            d_corpus, words = d, None
+        if d_corpus != d:
+            raise ValueError(f"{corpus}: the corpus has vocabulary size {d_corpus} but the model has {d}")
+        if words is not None and model.vocab is not None and words != model.vocab:
+            raise ValueError(f"{corpus}: the corpus's vocabulary differs from the model's (same size, other words)")
+    return open_corpus(corpus, **{"vocab_size": d, **open_kw}, with_doc_ids=with_doc_ids)
+
+
+# ------------------------------------------------------------------ transform and export
+@dataclass
+class TopicMixtures:
+    """Per-document topic mixtures from :func:`transform`.
+
+    Attributes
+    ----------
+    theta : ndarray (n, k) float32
+        Posterior-mean topic proportions; rows sum to 1.
+    n_tokens : ndarray (n,)
+        In-vocabulary tokens of each document.
+    doc_ids : ndarray of str (n,)
+    status : ndarray of str (n,)
+        ``"ok"``, or ``"empty"`` for a document with no in-vocabulary token,
+        whose θ is then the prior mean α/Σα.
+    """
+
+    theta: np.ndarray
+    n_tokens: np.ndarray
+    doc_ids: np.ndarray
+    status: np.ndarray
+
+
+def _gather_mixtures(parts: list) -> TopicMixtures:
+    theta = np.vstack([p[0] for p in parts])
+    n_tok = np.concatenate([p[1] for p in parts])
+    ids = np.concatenate([np.asarray(p[2]) for p in parts]) if parts[0][2] is not None \
+        else np.arange(len(theta)).astype(str)
+    return TopicMixtures(theta, n_tok, ids, np.where(n_tok > 0, "ok", "empty"))
+
+
+def transform(model: LDAModel, corpus, *, out: str | Path | None = None, overwrite: bool = False,
+              max_iter: int = 100, tol: float = 1e-3, **open_kw) -> TopicMixtures:
+    """Topic mixtures θ of every document of ``corpus`` (E-step with the topics fixed).
+
+    ``out`` (a ``.parquet`` file, written atomically) gets columns
+    ``doc_id``, ``theta`` (list<float32>), ``n_tokens`` and ``status``.
+    The output of ``transform`` on private documents is private data.
+    """
+    if out is not None:
+        out = Path(out)
+        if out.exists() and not overwrite:
+            raise FileExistsError(f"{out} already exists (pass overwrite=True / --overwrite)")
+    with _open_for_model(model, corpus, open_kw, with_doc_ids=True) as oc:
+        mix = _gather_mixtures(oc.backend.call("transform", model.exp_elog_beta(), model.alpha, max_iter, tol))
+    if out is not None:
+        write_mixtures(mix, out)
+    return mix
+
+
+def write_mixtures(mix: TopicMixtures, out: Path) -> None:
+    """Write topic mixtures as parquet, atomically (temporary file, then rename)."""
+    import os
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    k = mix.theta.shape[1]
+    theta = pa.FixedSizeListArray.from_arrays(pa.array(mix.theta.astype(np.float32).ravel()), k)
+    table = pa.table({"doc_id": pa.array(mix.doc_ids.astype(str)), "theta": theta.cast(pa.list_(pa.float32())),
+                      "n_tokens": pa.array(mix.n_tokens.astype(np.int64)), "status": pa.array(mix.status.astype(str))})
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".{out.name}.tmp"
+    try:
+        pq.write_table(table, tmp)
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def export(model: LDAModel, corpus, out: str | Path, *, overwrite: bool = False, **open_kw) -> Path:
+    """Write the arrays pyLDAvis needs, and the top words, to directory ``out`` (atomically).
+
+    Files: ``topic_term_dists.npy`` (k×d), ``doc_topic_dists.npy`` (n×k),
+    ``doc_lengths.npy`` (n), ``term_frequency.npy`` (d), ``vocab.json``,
+    ``top_words.txt``. Open them with::
+
+        import json, numpy as np, pyLDAvis
+        a = {n: np.load(f"{out}/{n}.npy") for n in
+             ("topic_term_dists", "doc_topic_dists", "doc_lengths", "term_frequency")}
+        vis = pyLDAvis.prepare(vocab=json.load(open(f"{out}/vocab.json")), **a)
+    """
+    check_output_dir(out, overwrite)
+    with _open_for_model(model, corpus, open_kw, with_doc_ids=True) as oc:
+        mix = _gather_mixtures(oc.backend.call("transform", model.exp_elog_beta(), model.alpha, 100, 1e-3))
+        tf = pipeline._sum(oc.backend.call("term_frequency"))
+    vocab = model.vocab or [str(i) for i in range(model.topic_word.shape[1])]
+    with atomic_directory(out, overwrite=overwrite) as tmp:
+        np.save(tmp / "topic_term_dists.npy", model.topic_word)
+        np.save(tmp / "doc_topic_dists.npy", mix.theta.astype(np.float64))
+        np.save(tmp / "doc_lengths.npy", mix.n_tokens)
+        np.save(tmp / "term_frequency.npy", tf)
+        (tmp / "vocab.json").write_text(json.dumps(vocab))
+        (tmp / "top_words.txt").write_text(model.format_top_words())
+    return Path(out)

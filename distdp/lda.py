@@ -8,6 +8,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 import numpy as np
+import scipy.sparse as sp
 
 MODELS = ("lda", "stm")
 
@@ -86,6 +87,8 @@ class LDAModel:
         Word of each column, when known.
     info : dict
         Parameters, corpus statistics, timings per stage, diagnostics.
+    variational : ndarray (k, d) or None
+        Topic Dirichlet parameters λ after variational EM refinement.
     """
 
     topic_word: np.ndarray
@@ -94,6 +97,34 @@ class LDAModel:
     model: str = "lda"
     vocab: list[str] | None = None
     info: dict = field(default_factory=dict)
+    variational: np.ndarray | None = None
+
+    def exp_elog_beta(self) -> np.ndarray:
+        """``exp E[log β]`` (k×d) for the E-step: from λ when refined, else the topic rows (floored)."""
+        from distdp import refine
+
+        if self.variational is not None:
+            return np.exp(refine.dirichlet_expectation(self.variational))
+        return refine.exp_elog_beta_from_topics(self.topic_word)
+
+    def transform(self, X, **kwargs) -> np.ndarray:
+        """Topic mixtures θ (n×k, rows sum to 1), like scikit-learn's ``LatentDirichletAllocation.transform``.
+
+        ``X`` is a documents×words count matrix (computed in this process) or a
+        parquet corpus path (computed on shard actors; ``kwargs`` as for
+        :func:`distdp.api.transform`). Documents with no in-vocabulary word get
+        the prior mean ``α/Σα``.
+        """
+        from distdp import api
+
+        if isinstance(X, (str, Path)):
+            return api.transform(self, X, **kwargs).theta
+        X = sp.csr_matrix(X, dtype=np.float64)
+        if X.shape[1] != self.topic_word.shape[1]:
+            raise ValueError(f"X has {X.shape[1]} columns but the model's vocabulary has {self.topic_word.shape[1]}")
+        from distdp import refine
+
+        return refine.theta_from_gamma(refine.e_step(X, self.exp_elog_beta(), self.alpha, with_sstats=False).gamma)
 
     @property
     def n_topics(self) -> int:
@@ -134,6 +165,8 @@ class LDAModel:
             (tmp / "top_words.txt").write_text(self.format_top_words())
             if self.vocab is not None:
                 (tmp / "vocab.txt").write_text("\n".join(self.vocab) + "\n")
+            if self.variational is not None:
+                np.save(tmp / "variational.npy", self.variational)
         return Path(path)
 
     @classmethod
@@ -146,8 +179,9 @@ class LDAModel:
         vocab_file = path / "vocab.txt"
         vocab = vocab_file.read_text().split("\n")[:-1] if vocab_file.is_file() else None
         info = {k: v for k, v in meta.items() if k not in ("model", "alpha0", "n_topics", "vocab_size")}
+        var = np.load(path / "variational.npy") if (path / "variational.npy").is_file() else None
         return cls(np.load(path / "topic_word.npy"), np.load(path / "alpha.npy"), float(meta["alpha0"]),
-                   meta["model"], vocab, info)
+                   meta["model"], vocab, info, var)
 
 
 def _jsonable(obj):

@@ -14,7 +14,9 @@ so that noise can be added at any edge without changing this loop:
 * ``"whitened_tensor"`` (e6) — the dense ``T = M3(W,W,W)``;
 * ``"tensor_apply"`` (e6, implicit path) — each ``T(I,u,u)`` batch;
 * ``"decomposition"`` (e7) — the eigenvalues and eigenvectors of ``T``;
-* ``"output"`` (e9) — the final topic-word matrix and α.
+* ``"output"`` (e9) — the final topic-word matrix and α;
+* ``"em_sstats"`` — each variational EM iteration's summed sufficient
+  statistics ``Σ_n c_nw φ_nwk`` (k×d), see :func:`refine_em`.
 """
 from __future__ import annotations
 
@@ -26,10 +28,10 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
-from distdp import lda, moments, whitening
+from distdp import lda, moments, refine, whitening
 from distdp.tensor.power import robust_power_method, simultaneous_power_method
 
-EDGES = ("m2_whitening", "whitened_tensor", "tensor_apply", "decomposition", "output")
+EDGES = ("m2_whitening", "whitened_tensor", "tensor_apply", "decomposition", "output", "em_sstats")
 
 
 class Backend(Protocol):
@@ -273,3 +275,65 @@ class _ImplicitTensor:
         self.calls += 1
         self.stages.step("power_iteration", self.calls, 0)
         return self.releases.release("tensor_apply", data + self.wt.correction_apply(U))
+
+
+@dataclass
+class RefineResult:
+    """Variational EM from the spectral start.
+
+    Attributes
+    ----------
+    variational : ndarray (k, d)
+        Final topic Dirichlet parameters λ; topics are its normalised rows.
+    elbo : list of float
+        Evidence lower bound at iteration t: after its E-step, before its M-step.
+    inner_iterations : list of int
+        Largest number of E-step iterations any shard needed, per EM iteration.
+    seconds : list of float
+        Wall time per EM iteration.
+    """
+
+    variational: np.ndarray
+    elbo: list
+    inner_iterations: list
+    seconds: list
+
+    @property
+    def topic_word(self) -> np.ndarray:
+        """Posterior-mean topic-word rows ``λ_k / Σ_w λ_kw``."""
+        return self.variational / self.variational.sum(axis=1, keepdims=True)
+
+
+def refine_em(backend: Backend, topic_word: np.ndarray, alpha: np.ndarray, n_tokens: float, n_iter: int,
+              eta: float, releases=None, progress: Callable | None = None, max_inner: int = 100,
+              tol: float = 1e-3) -> RefineResult:
+    """Batch variational EM started from spectral topics (:mod:`distdp.refine`).
+
+    Per iteration: broadcast ``exp E[log β]`` (k×d), every shard runs the
+    E-step on its documents (warm-started from its previous γ) and returns
+    its k×d statistics and its part of the bound; the coordinator sums them,
+    releases the sum once, and sets ``λ = η + Ê_β ∘ Σ``. Traffic per
+    iteration is O(k·d) per shard, whatever the number of documents; shard
+    work is O(nnz·k) per inner iteration.
+    """
+    if n_iter < 0:
+        raise ValueError(f"refine (EM iterations) must be ≥ 0, got {n_iter}")
+    if not (np.isfinite(eta) and eta > 0):
+        raise ValueError(f"eta (topic-word smoothing) must be > 0, got {eta}")
+    releases = releases or NonPrivate()
+    lam = refine.init_lambda(topic_word, alpha, n_tokens, eta)
+    key = time.time_ns()  # names this EM run in the shards' γ caches
+    elbo, inner, secs = [], [], []
+    for t in range(n_iter):
+        t0 = time.perf_counter()
+        elog = refine.dirichlet_expectation(lam)
+        eeb = np.exp(elog)
+        parts = backend.call("e_step", backend.broadcast(eeb), backend.broadcast(elog), alpha, key, max_inner, tol)
+        sstats = eeb * _sum([p[0] for p in parts])
+        elbo.append(float(sum(p[1] for p in parts) + refine.topic_bound(lam, eta)))
+        inner.append(int(max(p[3] for p in parts)))
+        lam = eta + releases.release("em_sstats", sstats)
+        secs.append(time.perf_counter() - t0)
+        if progress is not None:
+            progress("refine", t + 1, n_iter)
+    return RefineResult(lam, elbo, inner, secs)

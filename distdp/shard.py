@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from distdp import moments
+from distdp import moments, refine
 
 MIN_DOC_LENGTH = 3
 
@@ -54,20 +54,29 @@ class Shard:
     cannot feed the third-moment estimator, and keeping one set of documents
     for every moment keeps the U-statistics exact.
 
+    Variational EM, ``transform`` and coherence use every document
+    (``all_counts``); the moments use ``counts``.
+
     Parameters
     ----------
     counts : scipy.sparse.csr_matrix (n, d)
         Word counts, one row per document.
+    doc_ids : array of str, optional
+        Identifiers of the rows (kept for ``transform``).
     """
 
-    def __init__(self, counts: sp.csr_matrix):
+    def __init__(self, counts: sp.csr_matrix, doc_ids=None):
         counts = sp.csr_matrix(counts, dtype=np.float64)
         lengths = moments.doc_lengths(counts)
         keep = lengths >= MIN_DOC_LENGTH
         self.n_total = int(counts.shape[0])
+        self.all_counts = counts
         self.counts = counts[keep] if not keep.all() else counts
+        self.doc_ids = doc_ids
         self._proj_key = None
         self._Y = None
+        self._gamma_key = None
+        self._gamma = None
 
     @property
     def vocab_size(self) -> int:
@@ -107,3 +116,31 @@ class Shard:
         """This shard's ``(Σ ω_n y_n⊗3)(I,u,u)`` for the columns of ``U`` (k×L): O(n k L)."""
         Y = self._project(W, key)
         return moments.cube_apply_partial(self.counts, Y, weights, U)
+
+    # ------------------------------------------------------------------ variational EM
+    def e_step(self, exp_elog_beta: np.ndarray, elog_beta: np.ndarray, alpha: np.ndarray, key=None,
+               max_iter: int = 100, tol: float = 1e-3) -> tuple:
+        """E-step on every document: ``(sstats k×d, doc_bound, n_docs, inner iterations)``.
+
+        γ is kept between calls with the same ``key`` (warm start of the next
+        EM iteration); after a restart it is re-initialised.
+        """
+        warm = self._gamma if (key is not None and key == self._gamma_key) else None
+        res = refine.e_step(self.all_counts, exp_elog_beta, alpha, warm, max_iter, tol, True, elog_beta)
+        self._gamma, self._gamma_key = res.gamma, key
+        return res.sstats, res.doc_bound, self.n_total, res.iterations
+
+    def transform(self, exp_elog_beta: np.ndarray, alpha: np.ndarray, max_iter: int = 100,
+                  tol: float = 1e-3) -> tuple:
+        """Topic mixtures of every document: ``(θ n×k float32, in-vocabulary tokens per document, doc ids)``."""
+        res = refine.e_step(self.all_counts, exp_elog_beta, alpha, None, max_iter, tol, False)
+        return (refine.theta_from_gamma(res.gamma).astype(np.float32),
+                moments.doc_lengths(self.all_counts), self.doc_ids)
+
+    def cooccurrence(self, words: np.ndarray) -> refine.CooccurrencePartial:
+        """Document frequencies of ``words`` and of their pairs."""
+        return refine.cooccurrence(self.all_counts, words)
+
+    def term_frequency(self) -> np.ndarray:
+        """Total count of every word (d,)."""
+        return np.asarray(self.all_counts.sum(axis=0)).ravel()

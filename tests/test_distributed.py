@@ -97,3 +97,18 @@ def test_lost_worker_node_fit_unchanged(ray_cluster, corpus_dir):
     local = reference(corpus_dir, 3)
     np.testing.assert_allclose(res.topic_word, local.topic_word, rtol=1e-10, atol=1e-14)
     assert res.stats["n_docs"] == 6000
+
+
+def test_sharded_em_on_two_nodes_equals_in_process(ray_cluster, corpus_dir):
+    """Spectral start + 3 EM iterations on 3 actors over a multi-node cluster = the in-process fit."""
+    import ray
+
+    assert len([n for n in ray.nodes() if n["Alive"]]) >= 2
+    kw = dict(alpha0=0.8, workers=3, seed=5, progress=False, refine=3)
+    on_ray = distdp.fit_lda(corpus_dir, K, cpus_per_worker=0.5, **kw)
+    local = distdp.fit_lda(corpus_dir, K, backend="local", **kw)
+    assert on_ray.info["resources"]["nodes"] >= 2
+    np.testing.assert_allclose(on_ray.topic_word, local.topic_word, rtol=1e-9, atol=1e-13)
+    np.testing.assert_allclose(on_ray.info["refine"]["elbo"], local.info["refine"]["elbo"], rtol=1e-12)
+    # per-iteration traffic is k×d statistics per shard, independent of the documents
+    assert on_ray.info["resources"]["result_bytes_per_round"]["e_step"] == 3 * K * D * 8

@@ -29,8 +29,39 @@ def register(sub) -> None:
                    help="dense forms the d×d M2 (small vocabularies only)")
     p.add_argument("--restarts", type=int, help="power-method restarts L")
     p.add_argument("--iters", type=int, help="power-method iterations R")
+    p.add_argument("--refine", type=int, default=0,
+                   help="batch variational EM iterations after the spectral fit (LDA only)")
+    p.add_argument("--eta", type=float, help="topic-word Dirichlet smoothing of the EM (default 1/k)")
+    p.add_argument("--no-coherence", action="store_true", help="skip the NPMI coherence pass")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(func=run)
+
+    def corpus_args(q):
+        q.add_argument("model_dir", help="a model directory written by fit-lda")
+        q.add_argument("corpus", help="parquet corpus with the model's vocabulary")
+        q.add_argument("--address", help="Ray cluster address (default: local Ray instance)")
+        q.add_argument("--workers", type=int, help="shard actors (default: one per CPU)")
+        q.add_argument("--local", action="store_true", help="run in this process without Ray")
+
+    t = sub.add_parser("transform", help="topic mixtures θ of every document of a corpus",
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    corpus_args(t)
+    t.add_argument("--out", required=True, help="output .parquet file: doc_id, theta, n_tokens, status")
+    t.add_argument("--overwrite", action="store_true")
+    t.set_defaults(func=run_transform)
+
+    c = sub.add_parser("coherence", help="NPMI coherence of a model's topics on a corpus",
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    corpus_args(c)
+    c.add_argument("--top-n", type=int, default=10, help="top words per topic")
+    c.set_defaults(func=run_coherence)
+
+    e = sub.add_parser("export", help="pyLDAvis arrays and top words of a model on a corpus",
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    corpus_args(e)
+    e.add_argument("--out", required=True, help="output directory")
+    e.add_argument("--overwrite", action="store_true")
+    e.set_defaults(func=run_export)
 
 
 def run(args) -> int:
@@ -42,9 +73,50 @@ def run(args) -> int:
                     backend="local" if args.local else "ray", seed=args.seed, out=args.out,
                     overwrite=args.overwrite, progress=not args.no_progress, tensor=args.tensor,
                     method=args.method, eigensolver=args.eigensolver, n_restarts=args.restarts,
-                    n_iters=args.iters)
+                    n_iters=args.iters, refine=args.refine, eta=args.eta, coherence=not args.no_coherence)
     print(model.format_top_words(), end="")
     t = model.info["timings_s"]
-    print(f"wrote {args.out}  ({model.info['corpus']['n_docs_used']} documents, "
-          f"fit {t['total'] - t['read']:.2f}s after {t['read']:.2f}s reading)")
+    print(f"wrote {args.out}  ({model.info['corpus']['n_docs_used']} documents; "
+          f"fit {t['total'] - t['read']:.2f}s after {t['read']:.2f}s starting workers and reading)")
+    return 0
+
+
+def _open_kw(args) -> dict:
+    return {"workers": args.workers, "address": args.address, "backend": "local" if args.local else "ray"}
+
+
+def _load(args):
+    from distdp.lda import LDAModel
+
+    return LDAModel.load(args.model_dir)
+
+
+def run_transform(args) -> int:
+    """Write θ for every document."""
+    from distdp.api import transform
+
+    mix = transform(_load(args), args.corpus, out=args.out, overwrite=args.overwrite, **_open_kw(args))
+    empty = int((mix.status == "empty").sum())
+    print(f"wrote {args.out}: {len(mix.theta)} documents ({empty} with no in-vocabulary word: θ = prior mean)")
+    return 0
+
+
+def run_coherence(args) -> int:
+    """Print NPMI per topic and the mean."""
+    from distdp.api import coherence
+
+    model = _load(args)
+    res = coherence(model, args.corpus, top_n=args.top_n, **_open_kw(args))
+    for i, (v, words) in enumerate(zip(res["per_topic"], model.top_words(args.top_n))):
+        print(f"topic {i:3d}  NPMI={v:+.4f}  " + " ".join(words))
+    print(f"mean NPMI (top {args.top_n} words): {res['mean']:+.4f}")
+    return 0
+
+
+def run_export(args) -> int:
+    """Write the pyLDAvis arrays."""
+    from distdp.api import export
+
+    export(_load(args), args.corpus, args.out, overwrite=args.overwrite, **_open_kw(args))
+    print(f"wrote {args.out} (open with pyLDAvis.prepare; see distdp.api.export)")
     return 0

@@ -22,7 +22,7 @@ from typing import Any, Sequence
 import numpy as np
 import ray
 
-from distdp.io.corpus import Unit, read_units
+from distdp.io.corpus import Unit, read_doc_ids, read_units
 from distdp.shard import Shard
 
 DEFAULT_RESTARTS = 4
@@ -32,11 +32,12 @@ DEFAULT_RESTARTS = 4
 class ShardActor:
     """Holds one shard's documents in memory and serves the coordinator's passes."""
 
-    def __init__(self, units: Sequence[Unit] | None, vocab_size: int, counts=None):
+    def __init__(self, units: Sequence[Unit] | None, vocab_size: int, counts=None, with_doc_ids: bool = False):
         self.error = None
         self.t_read = time.perf_counter()
         try:
-            self.shard = Shard(counts if counts is not None else read_units(units, vocab_size))
+            ids = read_doc_ids(units) if with_doc_ids and units is not None else None
+            self.shard = Shard(counts if counts is not None else read_units(units, vocab_size), ids)
         except (ValueError, OSError) as exc:  # reported by ready(), so the driver sees the message
             self.error = exc
         self.t_read = time.perf_counter() - self.t_read
@@ -86,16 +87,19 @@ class RayBackend:
         In-memory shards instead of parquet row groups (``groups`` is then ignored).
     start_timeout : float
         Seconds to wait for every actor to be placed and to read its shard.
+    with_doc_ids : bool
+        Also read the documents' ids (for ``transform``).
     """
 
     def __init__(self, groups: Sequence[Sequence[Unit]] | None, vocab_size: int, cpus_per_worker: float = 1.0,
-                 max_restarts: int = DEFAULT_RESTARTS, matrices=None, start_timeout: float = 600.0):
+                 max_restarts: int = DEFAULT_RESTARTS, matrices=None, start_timeout: float = 600.0,
+                 with_doc_ids: bool = False):
         opts = dict(num_cpus=cpus_per_worker, max_restarts=max_restarts, max_task_retries=max_restarts,
                     scheduling_strategy="SPREAD")
         if matrices is not None:
             self.actors = [ShardActor.options(**opts).remote(None, vocab_size, m) for m in matrices]
         else:
-            self.actors = [ShardActor.options(**opts).remote(list(g), vocab_size) for g in groups]
+            self.actors = [ShardActor.options(**opts).remote(list(g), vocab_size, None, with_doc_ids) for g in groups]
         self.n_shards = len(self.actors)
         try:
             self.info = self._get([a.ready.remote() for a in self.actors], timeout=start_timeout)
