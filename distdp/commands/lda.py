@@ -36,32 +36,24 @@ def register(sub) -> None:
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(func=run)
 
-    def corpus_args(q):
+    def model_command(name, help_text, func):
+        q = sub.add_parser(name, help=help_text, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
         q.add_argument("model_dir", help="a model directory written by fit-lda")
         q.add_argument("corpus", help="parquet corpus with the model's vocabulary")
         q.add_argument("--address", help="Ray cluster address (default: local Ray instance)")
         q.add_argument("--workers", type=int, help="shard actors (default: one per CPU)")
         q.add_argument("--local", action="store_true", help="run in this process without Ray")
+        q.set_defaults(func=func)
+        return q
 
-    t = sub.add_parser("transform", help="topic mixtures θ of every document of a corpus",
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    corpus_args(t)
+    t = model_command("transform", "topic mixtures θ of every document of a corpus", run_transform)
     t.add_argument("--out", required=True, help="output .parquet file: doc_id, theta, n_tokens, status")
     t.add_argument("--overwrite", action="store_true")
-    t.set_defaults(func=run_transform)
-
-    c = sub.add_parser("coherence", help="NPMI coherence of a model's topics on a corpus",
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    corpus_args(c)
+    c = model_command("coherence", "NPMI coherence of a model's topics on a corpus", run_coherence)
     c.add_argument("--top-n", type=int, default=10, help="top words per topic")
-    c.set_defaults(func=run_coherence)
-
-    e = sub.add_parser("export", help="pyLDAvis arrays and top words of a model on a corpus",
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    corpus_args(e)
+    e = model_command("export", "pyLDAvis arrays and top words of a model on a corpus", run_export)
     e.add_argument("--out", required=True, help="output directory")
     e.add_argument("--overwrite", action="store_true")
-    e.set_defaults(func=run_export)
 
 
 def run(args) -> int:
