@@ -150,6 +150,7 @@ def plot(results: dict, path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
     for ax, key, label in zip(axes, ("seconds", "peak_bytes", "l1"),
@@ -165,6 +166,7 @@ def plot(results: dict, path: Path) -> None:
         ax.set_title(label)
         if key != "l1":
             ax.set_xscale("log")
+            ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.invert_yaxis()
     fig.suptitle("distdp spectral LDA vs scikit-learn online LDA and gensim LdaMulticore (2-core machine)")
     fig.tight_layout()

@@ -19,7 +19,7 @@ import scipy.sparse as sp
 from distdp import pipeline, refine
 from distdp.io import corpus as cio
 from distdp.io.atomic import atomic_directory, check_output_dir
-from distdp.lda import LDAModel, validate_fit_params
+from distdp.lda import LDAModel
 from distdp.shard import Shard
 
 DEFAULT_REFINE = 3
@@ -197,7 +197,7 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
     rng = np.random.default_rng(seed)
     with open_corpus(corpus, vocab=vocab, vocab_size=vocab_size, workers=workers, backend=backend,
                      address=address, cpus_per_worker=cpus_per_worker) as oc:
-        validate_fit_params(k, alpha0, model, oc.vocab_size)
+        params.validate(oc.vocab_size)
         eta = 1.0 / k if eta is None else float(eta)
         try:
             res = pipeline.fit_spectral(oc.backend, oc.vocab_size, params, rng, progress=update)

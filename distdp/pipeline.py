@@ -20,6 +20,7 @@ so that noise can be added at any edge without changing this loop:
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import operator
 import time
@@ -117,9 +118,17 @@ class SpectralParams:
 
     def use_implicit(self) -> bool:
         """Whether the whitened tensor stays implicit."""
-        if self.tensor not in ("auto", "explicit", "implicit"):
-            raise ValueError(f"tensor must be 'auto', 'explicit' or 'implicit', got {self.tensor!r}")
         return self.tensor == "implicit" or (self.tensor == "auto" and self.k > 100)
+
+    def validate(self, vocab_size: int) -> None:
+        """Reject bad parameters before any pass over the data, naming the parameter."""
+        lda.validate_fit_params(self.k, self.alpha0, self.model, vocab_size)
+        for name, allowed in (("tensor", ("auto", "explicit", "implicit")), ("method", ("robust", "simultaneous")),
+                              ("eigensolver", ("randomized", "dense"))):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+        if self.eig_iters < 1:
+            raise ValueError(f"eig_iters must be ≥ 1, got {self.eig_iters}")
 
 
 @dataclass
@@ -149,17 +158,13 @@ class _Stages:
         if self.progress is not None:
             self.progress(stage, done, total)
 
+    @contextlib.contextmanager
     def timed(self, stage: str):
-        stages = self
-
-        class _T:
-            def __enter__(self):
-                self.t0 = time.perf_counter()
-
-            def __exit__(self, *exc):
-                stages.timings[stage] = stages.timings.get(stage, 0.0) + time.perf_counter() - self.t0
-
-        return _T()
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timings[stage] = self.timings.get(stage, 0.0) + time.perf_counter() - t0
 
 
 def fit_spectral(backend: Backend, vocab_size: int, params: SpectralParams, rng: np.random.Generator,
@@ -189,7 +194,7 @@ def fit_spectral(backend: Backend, vocab_size: int, params: SpectralParams, rng:
     """
     releases = releases or NonPrivate()
     k, d = params.k, vocab_size
-    lda.validate_fit_params(k, params.alpha0, params.model, d)
+    params.validate(d)
     st = _Stages(progress)
     coef = moments.MomentCoefficients(params.moment_alpha0)
     p = min(d, k + (params.oversample if params.oversample is not None else 10))
@@ -214,12 +219,10 @@ def fit_spectral(backend: Backend, vocab_size: int, params: SpectralParams, rng:
                 st.step("whitening")
                 return out
             wh = whitening.randomized_top_eigh(apply, m2_times(fp.m2, omega0), k, params.eig_iters)
-        elif params.eigensolver == "dense":
+        else:
             dense = m2_times(_sum(backend.call("m2_dense")), np.eye(d))
             st.step("whitening")
             wh = whitening.dense_top_eigh(dense, k)
-        else:
-            raise ValueError(f"eigensolver must be 'randomized' or 'dense', got {params.eigensolver!r}")
     W = wh.W
     W_ref = backend.broadcast(W)
     weights = moments.TensorWeights(N, params.moment_alpha0)
@@ -237,8 +240,6 @@ def fit_spectral(backend: Backend, vocab_size: int, params: SpectralParams, rng:
         else:
             target = releases.release("whitened_tensor", wt.dense())
         power = robust_power_method if params.method == "robust" else simultaneous_power_method
-        if params.method not in ("robust", "simultaneous"):
-            raise ValueError(f"method must be 'robust' or 'simultaneous', got {params.method!r}")
         kwargs = {"rng": rng}
         if params.n_iters is not None:
             kwargs["n_iters"] = params.n_iters

@@ -118,7 +118,8 @@ def test_short_documents_are_set_aside():
     (dict(k=2, alpha0=0.0), "alpha0 must be > 0 for LDA"),
     (dict(k=2, alpha0=-1.0), "alpha0 must be > 0 for LDA"),
     (dict(k=2, model="xyz"), "model must be one of"),
-    (dict(k=2, tensor="both"), "tensor must be"),
+    (dict(k=2, tensor="both"), "tensor must be one of"),
+    (dict(k=2, method="als"), "method must be one of"),
 ])
 def test_bad_parameters(kwargs, needle):
     X = sample_corpus(100, 30, 2, np.random.default_rng(0)).counts
