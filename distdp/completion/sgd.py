@@ -1,0 +1,340 @@
+"""Mini-batch SGD on the completion objectives (paper eqs. 6–7), plain or with gradient perturbation.
+
+Choices the paper leaves open (SPEC §6), made here:
+
+- **Per-entry objective.** f = Σ_{e∈Ω} f_e with
+  f_e = (x_e − x̂_e)² + λ(‖a_i‖²/n¹_i + ‖b_j‖²/n²_j + ‖c_k‖²/n³_k) + λg‖G‖²/|Ω|,
+  n¹_i the number of training entries in slice i of mode 1 (likewise n², n³).
+  The per-entry terms sum exactly to eq. (6)/(7), so one pass of per-entry
+  steps is one step along the full objective (λg = 0 for CP). The counts
+  depend on Ω only, which is public (the values are the private data).
+- **Per-entry gradients.** With r_e = 2(x̂_e − x_e):
+  ∇_{a_i} f_e = r_e ∂x̂_e/∂a_i + 2λ a_i/n¹_i, likewise b_j, c_k;
+  ∇_G f_e = r_e a_i⊗b_j⊗c_k + 2λg G/|Ω| (Tucker).
+- **Mini-batches.** Each pass visits the training entries in a fresh random
+  order, split into consecutive batches of ``batch_size``; a step subtracts
+  η × (sum over the batch of the per-entry gradients), all evaluated at the
+  current iterate (the paper's per-entry loop is the case ``batch_size=1``;
+  summing rather than averaging keeps η's meaning per entry). Rows are
+  scattered with ``np.bincount``.
+- **Initialisation.** iid Gaussian with a data-independent scale (see
+  ``init_factors`` in :mod:`cp` / :mod:`tucker`).
+- **Stopping.** ``epochs`` passes (paper: at most 100); with ``tol > 0``, stop
+  early when the objective changes by less than ``tol`` relatively (allowed
+  only where the objective is a post-processing of released data, see
+  :mod:`distdp.completion.api`).
+
+Gradient rules:
+
+- :class:`PlainRule`: the non-private SGD.
+- :class:`PaperGradientRule`: paper Alg. 2 as printed — the per-entry gradient
+  w.r.t. c_k (including its regulariser term) is clipped to norm m, a fresh
+  noise vector of density ∝ exp(−ε‖n‖/Δ), Δ = 2m, is added per entry, A, B,
+  G get plain gradients. A reproduction: it carries no valid guarantee.
+- :class:`ClippedGaussianRule`: the sound variant (DP-SGD). The per-entry
+  gradient of the data term over *all* blocks (a_i, b_j, c_k, G jointly) is
+  clipped to norm C; the clipped batch sum gets N(0, (σ·2C)²) noise on every
+  coordinate of every block; the regulariser gradient (a function of the
+  current iterate and of the public Ω) is added without clipping.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Callable, Optional, Union
+
+import numpy as np
+
+from distdp.completion import cp, tucker
+from distdp.completion.entries import Observations, slice_counts
+from distdp.privacy.mechanisms import l2_vector_noise
+
+MODELS: dict[str, ModuleType] = {"cp": cp, "tucker": tucker}
+
+
+@dataclass(frozen=True)
+class SGDConfig:
+    """Hyper-parameters of the SGD (paper §5.1 defaults for CP).
+
+    Attributes
+    ----------
+    lr : float
+        Learning rate η (paper: 0.005).
+    epochs : int
+        Passes over the training entries (paper: at most 100).
+    batch_size : int
+        Entries per step (the paper's loop is 1).
+    lam : float
+        λ of eq. (6), or λo of eq. (7).
+    lam_core : float
+        λg of eq. (7) (Tucker only).
+    tol : float
+        Stop when |Δf|/f < tol between passes; 0 runs all ``epochs``.
+    init_scale : float
+        Standard deviation of the initial model entries.
+    """
+
+    lr: float = 0.005
+    epochs: int = 100
+    batch_size: int = 64
+    lam: float = 0.01
+    lam_core: float = 0.0
+    tol: float = 0.0
+    init_scale: float = 0.1
+
+    def __post_init__(self):
+        for name in ("lr", "init_scale"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        for name in ("epochs", "batch_size"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, np.integer)) and v >= 1):
+                raise ValueError(f"{name} must be an integer ≥ 1, got {v!r}")
+        for name in ("lam", "lam_core", "tol"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"{name} must be ≥ 0, got {getattr(self, name)}")
+
+
+@dataclass(frozen=True)
+class PlainRule:
+    """Non-private SGD."""
+
+
+@dataclass(frozen=True)
+class PaperGradientRule:
+    """Paper Alg. 2: clip ∇_{c_k} f_e to ``clip`` (m), add ℓ2-mechanism noise of scale Δ/ε, Δ = 2m."""
+
+    clip: float
+    epsilon: float
+
+    @property
+    def noise_scale(self) -> float:
+        """Δ/ε = 2m/ε: the noise density is ∝ exp(−‖n‖/(Δ/ε))."""
+        return 2.0 * self.clip / self.epsilon
+
+
+@dataclass(frozen=True)
+class ClippedGaussianRule:
+    """Sound DP-SGD: joint per-entry clipping to ``clip`` (C), Gaussian noise std σ·2C on every batch sum."""
+
+    clip: float
+    noise_multiplier: float
+
+    @property
+    def noise_std(self) -> float:
+        """σ·Δ with Δ = 2C, the ℓ2 sensitivity of a clipped batch sum when one value is replaced."""
+        return self.noise_multiplier * 2.0 * self.clip
+
+
+Rule = Union[PlainRule, PaperGradientRule, ClippedGaussianRule]
+
+
+@dataclass(frozen=True)
+class SGDTrace:
+    """What happened during the SGD.
+
+    Attributes
+    ----------
+    epochs_run : int
+    steps : int
+        Mini-batch steps taken.
+    objective : tuple of float
+        Objective (6)/(7) on the training values SGD was given, before the
+        first pass and after each pass.
+    step_norm : tuple of float
+        ‖θ_after − θ_before‖ over each pass (all blocks).
+    converged : bool
+        Stopped by ``tol`` before ``epochs``.
+    seconds : float
+    clipped_fraction : float
+        Share of per-entry gradients that clipping shortened (0 for PlainRule).
+    """
+
+    epochs_run: int
+    steps: int
+    objective: tuple
+    step_norm: tuple
+    converged: bool
+    seconds: float
+    clipped_fraction: float = 0.0
+
+
+def _scatter_rows(index: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:
+    """Σ of ``rows`` (b, R) into an (n, R) matrix at ``index`` (bincount on flattened positions)."""
+    R = rows.shape[1]
+    flat = (index[:, None] * R + np.arange(R)).ravel()
+    return np.bincount(flat, weights=rows.ravel(), minlength=n * R).reshape(n, R)
+
+
+@dataclass
+class _Problem:
+    """Fixed quantities of one SGD run (training entries, public counts, model)."""
+
+    model: ModuleType
+    obs: Observations
+    inv_counts: tuple = field(default=())
+
+    def __post_init__(self):
+        self.inv_counts = tuple(1.0 / np.maximum(c, 1) for c in slice_counts(self.obs))
+
+
+def regulariser_gradient(factors, i, j, k, inv_counts, n_total: int, lam: float, lam_core: float):
+    """Σ over a batch of the regulariser part of ∇f_e, as full-size blocks.
+
+    For A: 2λ A ⊙ (number of batch entries in row i)/n¹_i; likewise B, C; for
+    G: 2λg G · b/|Ω|.
+    """
+    out = []
+    for F, index, inv in zip(factors[:3], (i, j, k), inv_counts):
+        w = np.bincount(index, minlength=F.shape[0]) * inv
+        out.append(2.0 * lam * F * w[:, None])
+    if len(factors) == 4:
+        out.append(2.0 * lam_core * factors[3] * (len(i) / n_total))
+    return out
+
+
+def data_gradient(model, factors, i, j, k, x, weights: Optional[np.ndarray] = None):
+    """Σ_e w_e ∇(x_e − x̂_e)² over a batch, as full-size blocks; also the per-entry pieces.
+
+    Returns
+    -------
+    grads : list of ndarray
+        Blocks shaped like ``factors``.
+    resid : ndarray (b,)
+        r_e = 2(x̂_e − x_e).
+    rows : tuple of 3 ndarray (b, R)
+        ∂x̂_e/∂a_i, ∂x̂_e/∂b_j, ∂x̂_e/∂c_k.
+    """
+    pred, rows = model.partials(factors, i, j, k)
+    resid = 2.0 * (pred - x)
+    coef = resid if weights is None else resid * weights
+    grads = [_scatter_rows(index, coef[:, None] * d, F.shape[0]) for F, index, d in zip(factors[:3], (i, j, k), rows)]
+    if len(factors) == 4:
+        grads.append(model.core_partials_sum(factors, i, j, k, coef))
+    return grads, resid, rows
+
+
+def full_gradient(model, factors, obs: Observations, lam: float, lam_core: float = 0.0):
+    """∇f of eq. (6)/(7) over all of ``obs`` (the sum of every per-entry gradient)."""
+    i, j, k = obs.idx.T
+    inv = tuple(1.0 / np.maximum(c, 1) for c in slice_counts(obs))
+    g, _, _ = data_gradient(model, factors, i, j, k, obs.values)
+    r = regulariser_gradient(factors, i, j, k, inv, obs.n, lam, lam_core)
+    return [a + b for a, b in zip(g, r)]
+
+
+def _step_plain(model, factors, i, j, k, x, prob, cfg, rule, noise_rng):
+    g, _, _ = data_gradient(model, factors, i, j, k, x)
+    r = regulariser_gradient(factors, i, j, k, prob.inv_counts, prob.obs.n, cfg.lam, cfg.lam_core)
+    return [a + b for a, b in zip(g, r)], 0
+
+
+def _step_paper(model, factors, i, j, k, x, prob, cfg, rule: PaperGradientRule, noise_rng):
+    """Paper Alg. 2, lines 4–9, for a batch: plain a, b, G; clipped + noised per-entry c_k gradients."""
+    pred, rows = model.partials(factors, i, j, k)
+    resid = 2.0 * (pred - x)
+    C = factors[2]
+    gc = resid[:, None] * rows[2] + 2.0 * cfg.lam * C[k] * prob.inv_counts[2][k][:, None]
+    norms = np.linalg.norm(gc, axis=1)
+    scale = 1.0 / np.maximum(1.0, norms / rule.clip)
+    gc = gc * scale[:, None] + l2_vector_noise(C.shape[1], 1.0 / rule.noise_scale, noise_rng, size=len(k))
+    grads = [_scatter_rows(i, resid[:, None] * rows[0], factors[0].shape[0]),
+             _scatter_rows(j, resid[:, None] * rows[1], factors[1].shape[0]),
+             _scatter_rows(k, gc, C.shape[0])]
+    if len(factors) == 4:
+        grads.append(model.core_partials_sum(factors, i, j, k, resid))
+    reg = regulariser_gradient(factors, i, j, k, prob.inv_counts, prob.obs.n, cfg.lam, cfg.lam_core)
+    reg[2] = 0.0  # C's regulariser is inside the clipped gradient
+    return [a + b for a, b in zip(grads, reg)], int(np.sum(scale < 1.0))
+
+
+def _step_dpsgd(model, factors, i, j, k, x, prob, cfg, rule: ClippedGaussianRule, noise_rng):
+    """Joint per-entry clipping of the data gradient over all blocks, Gaussian noise on every coordinate."""
+    pred, rows = model.partials(factors, i, j, k)
+    resid = 2.0 * (pred - x)
+    sq = sum(np.einsum("br,br->b", d, d) for d in rows) + model.core_partial_sqnorm(factors, i, j, k)
+    norms = np.abs(resid) * np.sqrt(sq)
+    scale = 1.0 / np.maximum(1.0, norms / rule.clip)
+    g, _, _ = data_gradient(model, factors, i, j, k, x, weights=scale)
+    std = rule.noise_std
+    g = [a + std * noise_rng.standard_normal(a.shape) for a in g]
+    r = regulariser_gradient(factors, i, j, k, prob.inv_counts, prob.obs.n, cfg.lam, cfg.lam_core)
+    return [a + b for a, b in zip(g, r)], int(np.sum(scale < 1.0))
+
+
+_STEPS = {PlainRule: _step_plain, PaperGradientRule: _step_paper, ClippedGaussianRule: _step_dpsgd}
+
+
+def run_sgd(model_name: str, train: Observations, rank: int, cfg: SGDConfig, rng: np.random.Generator,
+            rule: Rule = PlainRule(), noise_rng: Optional[np.random.Generator] = None,
+            progress: Optional[Callable[[int, int, float], None]] = None):
+    """Fit CP (eq. 6) or Tucker (eq. 7) factors to the training entries by mini-batch SGD.
+
+    Parameters
+    ----------
+    model_name : {'cp', 'tucker'}
+    train : Observations
+        Training entries (values as SGD should see them, e.g. already perturbed).
+    rank : int
+        R (CP rank; Tucker core R×R×R).
+    cfg : SGDConfig
+    rng : numpy.random.Generator
+        Initialisation and visiting order (data-independent).
+    rule : PlainRule, PaperGradientRule or ClippedGaussianRule
+    noise_rng : numpy.random.Generator, optional
+        Gradient noise; required by the noisy rules.
+    progress : callable(epoch, epochs, objective), optional
+        Called after each pass.
+
+    Returns
+    -------
+    factors : tuple of ndarray
+        (A, B, C) or (A, B, C, G).
+    trace : SGDTrace
+
+    Raises
+    ------
+    FloatingPointError
+        The iterates became non-finite (learning rate too large for the data scale).
+    """
+    if model_name not in MODELS:
+        raise ValueError(f"model must be one of {sorted(MODELS)}, got {model_name!r}")
+    if not isinstance(rank, (int, np.integer)) or rank <= 0:
+        raise ValueError(f"rank must be a positive integer, got {rank!r}")
+    if not isinstance(rule, PlainRule) and noise_rng is None:
+        raise ValueError(f"{type(rule).__name__} needs a noise generator")
+    model = MODELS[model_name]
+    t0 = time.perf_counter()
+    prob = _Problem(model, train)
+    factors = list(model.init_factors(train.shape, int(rank), cfg.init_scale, rng))
+    step = _STEPS[type(rule)]
+    idx, x = train.idx, train.values
+    f = model.objective(factors, idx, x, cfg.lam, cfg.lam_core)
+    objective, step_norm, steps, clipped, converged = [f], [], 0, 0, False
+    for epoch in range(1, cfg.epochs + 1):
+        before = [F.copy() for F in factors]
+        perm = rng.permutation(train.n)
+        for start in range(0, train.n, cfg.batch_size):
+            b = perm[start:start + cfg.batch_size]
+            grads, n_clip = step(model, factors, idx[b, 0], idx[b, 1], idx[b, 2], x[b], prob, cfg, rule, noise_rng)
+            for F, g in zip(factors, grads):
+                F -= cfg.lr * g
+            steps += 1
+            clipped += n_clip
+        f_new = model.objective(factors, idx, x, cfg.lam, cfg.lam_core)
+        if not np.isfinite(f_new):
+            raise FloatingPointError(f"SGD diverged in pass {epoch} (lr={cfg.lr}, batch_size={cfg.batch_size}): "
+                                     "lower the learning rate or the batch size, or rescale the values")
+        step_norm.append(float(np.sqrt(sum(np.sum((F - G) ** 2) for F, G in zip(factors, before)))))
+        objective.append(f_new)
+        if progress is not None:
+            progress(epoch, cfg.epochs, f_new)
+        if cfg.tol > 0 and abs(f - f_new) <= cfg.tol * max(abs(f), 1e-300):
+            converged = True
+            break
+        f = f_new
+    trace = SGDTrace(epochs_run=len(step_norm), steps=steps, objective=tuple(objective), step_norm=tuple(step_norm),
+                     converged=converged, seconds=time.perf_counter() - t0,
+                     clipped_fraction=clipped / max(1, len(step_norm) * train.n))
+    return tuple(factors), trace
