@@ -13,6 +13,8 @@ import sys
 COMMAND_MODULES = (
     "distdp.commands.corpus",   # make-corpus, prepare
     "distdp.commands.lda",      # fit-lda
+    "distdp.commands.decompose",  # decompose
+    "distdp.commands.complete",  # complete (DP tensor completion)
 )
 
 

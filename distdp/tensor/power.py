@@ -84,12 +84,20 @@ class EmpiricalMoment:
         given order, which is what the Ray version
         (:class:`distdp.distributed.stream.RayEmpiricalMoment`) does too, so the
         two give bitwise identical results for the same shard split.
+    clip_bound : float, optional
+        Scale every row with ``‖x‖₂ > clip_bound`` down to that norm first
+        (bounds the per-point sensitivity for the ``"replace-one-point"``
+        neighbour of :func:`distdp.tensor.dp.private_power_method`).
     """
 
-    def __init__(self, shards):
+    def __init__(self, shards, clip_bound: float | None = None):
         if sp.issparse(shards) or isinstance(shards, np.ndarray):
             shards = [shards]
-        self.shards = [s if sp.issparse(s) else np.asarray(s, dtype=float) for s in shards]
+        self.shards = [sp.csr_matrix(s, dtype=float) if sp.issparse(s) else np.asarray(s, dtype=float)
+                       for s in shards]
+        self.clip_bound = None if clip_bound is None else float(clip_bound)
+        if self.clip_bound is not None:
+            self.shards = [forms.clip_rows(s, self.clip_bound) for s in self.shards]
         if not self.shards:
             raise ValueError("no data shards")
         dims = {s.shape[1] for s in self.shards}
@@ -185,6 +193,8 @@ class PowerResult:
         Wall time of each component.
     privacy : object or None
         The privacy report of a private run (:class:`distdp.tensor.dp.PrivacyReport`).
+    n_points : int or None
+        Data points read (online method, Algorithm 2).
     """
 
     eigenvalues: np.ndarray
@@ -197,6 +207,7 @@ class PowerResult:
     restart_values: np.ndarray
     timings_s: tuple = ()
     privacy: Optional[object] = field(default=None, compare=False)
+    n_points: Optional[int] = None
 
     def to_dict(self) -> dict:
         """JSON-ready diagnostics (no arrays of size d)."""
@@ -205,6 +216,8 @@ class PowerResult:
                "eigenvalues": [float(x) for x in self.eigenvalues],
                "best_restart": [int(x) for x in self.best_restart],
                "timings_s": [float(x) for x in self.timings_s]}
+        if self.n_points is not None:
+            out["n_points"] = int(self.n_points)
         if self.privacy is not None:
             out["privacy"] = self.privacy.to_dict()
         return out

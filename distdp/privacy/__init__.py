@@ -1,0 +1,29 @@
+"""Shared privacy core (pure math: no Ray, no IO).
+
+- :mod:`~distdp.privacy.mechanisms`: Gaussian (analytic calibration), Laplace,
+  ℓ2 vector mechanism, symmetric matrix/tensor noise, the private generator.
+- :mod:`~distdp.privacy.accounting`: dp-accounting events, PLD/RDP accounting,
+  basic/advanced composition, Gaussian multiplier calibration, the
+  Wang–Anandkumar recipe.
+- :mod:`~distdp.privacy.ledger`: :class:`Release` records and the
+  :class:`PrivacyLedger` of a fit (re-accountable, JSON).
+"""
+from distdp.privacy.accounting import (PaperRecipe, UnsupportedEventError, advanced_composition,
+                                       basic_composition, calibrate_gaussian_multiplier, compose, delta_pld,
+                                       epsilon, epsilon_pld, epsilon_rdp, gaussian_composition_epsilon,
+                                       gaussian_event, laplace_event, paper_dp_tpm_recipe, pure_dp_event)
+from distdp.privacy.ledger import BudgetExceededError, PrivacyLedger, Release
+from distdp.privacy.mechanisms import (analytic_gaussian_sigma, classical_gaussian_sigma, gaussian_delta,
+                                       gaussian_epsilon, gaussian_noise, l2_vector_beta, l2_vector_noise,
+                                       laplace_noise, laplace_scale, private_generator, symmetric_matrix_noise,
+                                       symmetric_tensor_noise)
+
+__all__ = [
+    "analytic_gaussian_sigma", "classical_gaussian_sigma", "gaussian_delta", "gaussian_epsilon",
+    "gaussian_noise", "laplace_scale", "laplace_noise", "l2_vector_beta", "l2_vector_noise",
+    "symmetric_matrix_noise", "symmetric_tensor_noise", "private_generator",
+    "gaussian_event", "laplace_event", "pure_dp_event", "compose", "epsilon", "epsilon_pld", "epsilon_rdp",
+    "delta_pld", "gaussian_composition_epsilon", "basic_composition", "advanced_composition",
+    "calibrate_gaussian_multiplier", "PaperRecipe", "paper_dp_tpm_recipe", "UnsupportedEventError",
+    "Release", "PrivacyLedger", "BudgetExceededError",
+]

@@ -1,0 +1,68 @@
+"""Multilinear forms against brute-force einsum references (distdp.tensor.forms)."""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from distdp.tensor import forms
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(0)
+
+
+def test_tensor_apply_and_value_match_brute_force(rng):
+    d, L = 7, 5
+    T = forms.symmetrize(rng.standard_normal((d, d, d)))
+    U = rng.standard_normal((d, L))
+    np.testing.assert_allclose(forms.tensor_apply(T, U), np.einsum("ijk,jl,kl->il", T, U, U), atol=1e-12)
+    np.testing.assert_allclose(forms.tensor_value(T, U), np.einsum("ijk,il,jl,kl->l", T, U, U, U), atol=1e-12)
+    # a single vector is one column
+    np.testing.assert_allclose(forms.tensor_apply(T, U[:, 0])[:, 0], forms.tensor_apply(T, U)[:, 0])
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_moment_forms_never_forming_the_tensor_match_the_explicit_moment(rng, sparse):
+    n, d, L = 40, 6, 4
+    X = rng.standard_normal((n, d)) * (rng.random((n, d)) < 0.5)
+    M = np.einsum("ni,nj,nk->ijk", X, X, X) / n
+    U = rng.standard_normal((d, L))
+    data = sp.csr_matrix(X) if sparse else X
+    np.testing.assert_allclose(forms.moment_apply(data, U), forms.tensor_apply(M, U), atol=1e-12)
+    np.testing.assert_allclose(forms.moment_value(data, U), forms.tensor_value(M, U), atol=1e-12)
+    np.testing.assert_allclose(forms.empirical_moment(data), M, atol=1e-12)
+
+
+def test_implicit_deflation_equals_subtracting_the_rank_one_terms(rng):
+    d, k, L = 8, 3, 6
+    V = np.linalg.qr(rng.standard_normal((d, k)))[0]
+    lam = np.array([2.0, -0.5, 1.25])
+    U = rng.standard_normal((d, L))
+    D = forms.rank_one_sum(lam, V)
+    np.testing.assert_allclose(D, np.einsum("r,ir,jr,kr->ijk", lam, V, V, V))
+    np.testing.assert_allclose(forms.deflation_apply(lam, V, U), forms.tensor_apply(D, U), atol=1e-12)
+    np.testing.assert_allclose(forms.deflation_value(lam, V, U), forms.tensor_value(D, U), atol=1e-12)
+    assert forms.deflation_apply(lam[:0], V[:, :0], U).shape == U.shape
+
+
+def test_symmetry_checks(rng):
+    T = rng.standard_normal((4, 4, 4))
+    S = forms.symmetrize(T)
+    assert forms.is_symmetric(S) and not forms.is_symmetric(T)
+    with pytest.raises(ValueError, match="not symmetric"):
+        forms.check_symmetric(T)
+    with pytest.raises(ValueError, match="cubic"):
+        forms.check_symmetric(np.zeros((3, 3, 4)))
+    S[0, 0, 0] = np.nan
+    with pytest.raises(ValueError, match="non-finite"):
+        forms.check_symmetric(S)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_clip_rows_bounds_every_norm_and_keeps_short_rows(rng, sparse):
+    X = rng.standard_normal((30, 5)) * rng.uniform(0.1, 3, size=(30, 1))
+    C = forms.clip_rows(sp.csr_matrix(X) if sparse else X, 1.5)
+    C = C.toarray() if sparse else C
+    norms = np.linalg.norm(X, axis=1)
+    np.testing.assert_allclose(np.linalg.norm(C, axis=1), np.minimum(norms, 1.5))
+    np.testing.assert_allclose(C[norms <= 1.5], X[norms <= 1.5])
