@@ -210,3 +210,22 @@ def clip_rows(X, bound: float):
     norms = np.linalg.norm(X, axis=1)
     scale = np.minimum(1.0, bound / np.maximum(norms, np.finfo(float).tiny))
     return X * scale[:, None]
+
+
+def as_point_shards(shards) -> tuple[list, int]:
+    """Data shards as float CSR or dense arrays, and their common dimension.
+
+    Raises
+    ------
+    ValueError
+        No shards, or shards of different dimensions.
+    """
+    if sp.issparse(shards) or isinstance(shards, np.ndarray):
+        shards = [shards]
+    out = [sp.csr_matrix(s, dtype=float) if sp.issparse(s) else np.asarray(s, dtype=float) for s in shards]
+    if not out:
+        raise ValueError("no data shards")
+    dims = {s.shape[1] for s in out}
+    if len(dims) != 1:
+        raise ValueError(f"shards disagree on the dimension: {sorted(dims)}")
+    return out, dims.pop()

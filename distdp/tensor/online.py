@@ -125,14 +125,7 @@ class ShardedStream:
     """In-process stream over data shards: partial sums per shard, added in shard order."""
 
     def __init__(self, shards: Sequence, chunk_size: int | None = None):
-        self.shards = [sp.csr_matrix(s, dtype=float) if sp.issparse(s) else np.asarray(s, dtype=float)
-                       for s in shards]
-        if not self.shards:
-            raise ValueError("no data shards")
-        dims = {s.shape[1] for s in self.shards}
-        if len(dims) != 1:
-            raise ValueError(f"shards disagree on the dimension: {sorted(dims)}")
-        self.dim = dims.pop()
+        self.shards, self.dim = forms.as_point_shards(list(shards))
         self.cursors = ShardCursors([s.shape[0] for s in self.shards])
         self.chunk_size = chunk_size
 

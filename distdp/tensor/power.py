@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional, Protocol, runtime_checkable
 
 import numpy as np
-import scipy.sparse as sp
 
 from distdp.tensor import forms
 
@@ -91,19 +90,10 @@ class EmpiricalMoment:
     """
 
     def __init__(self, shards, clip_bound: float | None = None):
-        if sp.issparse(shards) or isinstance(shards, np.ndarray):
-            shards = [shards]
-        self.shards = [sp.csr_matrix(s, dtype=float) if sp.issparse(s) else np.asarray(s, dtype=float)
-                       for s in shards]
+        self.shards, self.dim = forms.as_point_shards(shards)
         self.clip_bound = None if clip_bound is None else float(clip_bound)
         if self.clip_bound is not None:
             self.shards = [forms.clip_rows(s, self.clip_bound) for s in self.shards]
-        if not self.shards:
-            raise ValueError("no data shards")
-        dims = {s.shape[1] for s in self.shards}
-        if len(dims) != 1:
-            raise ValueError(f"shards disagree on the dimension: {sorted(dims)}")
-        self.dim = dims.pop()
         self.n = int(sum(s.shape[0] for s in self.shards))
         if self.n == 0:
             raise ValueError("data has no rows")
