@@ -9,10 +9,11 @@ import pytest
 from scipy import stats
 
 from distdp.cli import main
-from distdp.completion import NotPrivateWarning, Observations, complete, from_dense, split_holdout
+from distdp.completion import DivergenceWarning, NotPrivateWarning, Observations, complete, from_dense, split_holdout
 from distdp.completion import perturbation as pt
 from distdp.completion import sgd
 from distdp.completion.io import load_observations, write_coo_parquet
+from distdp.completion.synthetic import make_problem
 from distdp.privacy import accounting
 
 # ----------------------------------------------------------------------------- helpers
@@ -173,7 +174,8 @@ def test_paper_gradient_noise_is_l2_mechanism_with_delta_2m():
 
 
 @pytest.mark.parametrize("model", ["cp", "tucker"])
-def test_dpsgd_noise_is_gaussian_std_sigma_2c_on_every_coordinate(model):
+def test_dpsgd_noise_is_gaussian_std_sigma_2c_on_touched_rows_only(model):
+    """N(0, (σ·2c)²) on every coordinate of the rows the batch touches and of G; untouched rows get exactly 0."""
     obs = small_obs(seed=5, shape=(30, 30, 30), frac=0.2)
     m = sgd.MODELS[model]
     factors = m.init_factors(obs.shape, 3, 1.0, np.random.default_rng(1))
@@ -184,8 +186,18 @@ def test_dpsgd_noise_is_gaussian_std_sigma_2c_on_every_coordinate(model):
     noisy, _ = sgd._step_dpsgd(m, factors, i, j, k, x, prob, cfg, rule, np.random.default_rng(2))
     clean, _ = sgd._step_dpsgd(m, factors, i, j, k, x, prob, cfg, sgd.ClippedGaussianRule(0.2, 0.0),
                                np.random.default_rng(2))
-    noise = np.concatenate([(a - b).ravel() for a, b in zip(noisy, clean)])
-    assert noise.size == sum(F.size for F in factors)
+    touched, untouched = [], []
+    for a, b, index in zip(noisy[:3], clean[:3], (i, j, k)):
+        mask = np.zeros(a.shape[0], bool)
+        mask[index] = True
+        assert 0 < mask.sum() < a.shape[0]               # both kinds of rows occur
+        touched.append((a - b)[mask].ravel())
+        untouched.append(a[~mask].ravel())
+        np.testing.assert_array_equal(b[~mask], 0.0)      # no data or regulariser gradient on untouched rows
+    if model == "tucker":
+        touched.append((noisy[3] - clean[3]).ravel())
+    noise = np.concatenate(touched)
+    np.testing.assert_array_equal(np.concatenate(untouched), 0.0)
     assert stats.kstest(noise, stats.norm(scale=rule.noise_std).cdf).pvalue > 1e-3
     assert rule.noise_std == pytest.approx(3.0 * 2 * 0.2)
 
@@ -229,7 +241,8 @@ def test_dpsgd_calibration_matches_gaussian_closed_form(epochs, eps, delta):
 
 def test_gradient_fit_reports_guarantee_and_paper_variants_do_not():
     obs = small_obs(shape=(8, 8, 8), frac=0.8)
-    g = complete(obs, 2, perturbation="gradient", epsilon=2.0, delta=1e-6, epochs=5, batch_size=100)
+    g = complete(obs, 2, perturbation="gradient", epsilon=2.0, delta=1e-6, epochs=5, batch_size=100,
+                 bounds=(-3.0, 3.0))
     assert g.privacy.private and g.privacy.epsilon == pytest.approx(2.0, rel=1e-3) and g.privacy.delta == 1e-6
     assert accounting.epsilon(accounting.gaussian_event(g.privacy.noise["noise_multiplier"], 5), 1e-6) <= 2.0 + 1e-6
     p = complete(obs, 2, perturbation="gradient-paper", epsilon=2.0, epochs=2)
@@ -256,6 +269,101 @@ def test_input_bounds_from_data_warn_and_are_not_private():
     with pytest.warns(NotPrivateWarning, match="NOT PRIVATE"):
         res = complete(obs, 2, perturbation="input", epsilon=1.0, allow_data_bounds=True, epochs=1)
     assert not res.privacy.private and "computed from the private data" in res.privacy.not_private_because[0]
+
+
+# ----------------------------------------------------------------------------- projection and divergence
+
+
+def test_project_is_the_euclidean_projection_onto_the_balls():
+    rng = np.random.default_rng(0)
+    A, B, C = (rng.standard_normal((40, 3)) for _ in range(3))
+    G = rng.standard_normal((3, 3, 3))
+    before = [F.copy() for F in (A, B, C, G)]
+    factors = [A, B, C, G]
+    sgd.project(factors, 1.2, 2.0)
+    for F, F0 in zip(factors[:3], before[:3]):
+        n0 = np.linalg.norm(F0, axis=1)
+        np.testing.assert_allclose(np.linalg.norm(F, axis=1), np.minimum(n0, 1.2), rtol=1e-12)
+        np.testing.assert_array_equal(F[n0 <= 1.2], F0[n0 <= 1.2])          # inside: unchanged
+        np.testing.assert_allclose(F, F0 * (np.minimum(n0, 1.2) / n0)[:, None], rtol=1e-12)  # same direction
+        assert (n0 > 1.2).any() and (n0 <= 1.2).any()
+    assert np.linalg.norm(G) == pytest.approx(2.0) and np.linalg.norm(before[3]) > 2.0
+    sgd.project(factors, math.inf, None)                                      # no-op
+    assert np.linalg.norm(G) == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize("model", ["cp", "tucker"])
+def test_default_radii_make_the_model_range_exactly_the_declared_range(model):
+    """CP: max |x̂| = r³ (one aligned component); Tucker: max |x̂| = g r³ (rank-one core along a⊗b⊗c); both = B."""
+    B, R = 0.7, 3
+    r, g = sgd.default_radii(model, R, B)
+    u = np.zeros((1, R))
+    u[0, 0] = r
+    factors = (u, u, u) if model == "cp" else (u, u, u, np.pad(np.full((1, 1, 1), g), ((0, R - 1),) * 3))
+    zero = np.zeros(1, int)
+    assert sgd.MODELS[model].predict(factors, zero, zero, zero)[0] == pytest.approx(B)
+    if model == "tucker":
+        assert g / r == pytest.approx(R)               # the init's balance: every parameter of one magnitude
+
+
+@pytest.mark.parametrize("model", ["cp", "tucker"])
+def test_gradient_fit_projects_every_row_and_reports_it_as_post_processing(model):
+    obs = small_obs(seed=2, shape=(10, 10, 10), frac=0.7)
+    res = complete(obs, 3, model=model, perturbation="gradient", epsilon=0.2, delta=1e-6, epochs=4,
+                   batch_size=50, lr=0.5, bounds=(-2.0, 2.0))
+    r, g = sgd.default_radii(model, 3, 2.0)
+    assert res.config["max_row_norm"] == pytest.approx(r) and res.config["max_core_norm"] == (
+        None if model == "cp" else pytest.approx(g))
+    for F in (res.A, res.B, res.C):
+        assert np.linalg.norm(F, axis=1).max() <= r * (1 + 1e-12)
+    assert np.isclose(np.linalg.norm(F, axis=1).max(), r)            # the noise pushes rows to the boundary
+    if model == "tucker":
+        assert np.linalg.norm(res.G) <= g * (1 + 1e-12)
+    stated = [a for a in res.privacy.assumptions if a.startswith("projection")]
+    assert len(stated) == 1 and "post-processing" in stated[0] and "no privacy cost" in stated[0]
+    assert res.privacy.private and res.privacy.epsilon == pytest.approx(0.2, rel=1e-3)
+    # an explicit radius, on a non-gradient variant, is honoured too; input: post-processing of noisy values
+    inp = complete(obs, 3, model=model, perturbation="input", epsilon=1.0, bounds=(-3.0, 3.0), epochs=2,
+                   max_row_norm=0.3)
+    assert max(np.linalg.norm(F, axis=1).max() for F in (inp.A, inp.B, inp.C)) <= 0.3 * (1 + 1e-12)
+    assert any(a.startswith("projection") and "post-processing" in a for a in inp.privacy.assumptions)
+    with pytest.warns(UserWarning, match="not projected"):
+        bare = complete(obs, 3, model=model, perturbation="gradient", epsilon=1.0, delta=1e-6, epochs=1)
+    assert "no projection of the iterates" in bare.privacy.assumptions
+
+
+@pytest.mark.parametrize("model,seed", [("cp", 11), ("tucker", 12)])
+def test_sound_gradient_at_small_epsilon_stays_bounded_and_blowup_is_reported(model, seed):
+    """Paper setting (20×20×20, rank 3, SNR 1, 50% missing; Fig. 2's sound-GP settings), ε = 0.1.
+
+    Derived bound: with the default radii, every prediction satisfies
+    |x̂ − offset| ≤ B (CP r³ = B, Tucker g r³ = B; see ``sgd.default_radii``),
+    so by the triangle inequality on the test entries
+    RMSE(x̂ + offset, X̃) ≤ RMSE(offset, X̃) + B, whatever the noise. Here the
+    declared bounds are [0, 1] (X̃ is min-max scaled: public) and offset 0.5,
+    so B = 0.5. Without projection the same run blows up (RMSE ≫ 1) and is
+    reported as diverged.
+    """
+    prob = make_problem(model=model, snr=1.0, missing_ratio=0.5, rng=np.random.default_rng(seed))
+    _, test = split_holdout(prob.observed, 0.2, np.random.default_rng(seed))
+    truth = prob.truth[tuple(test.idx.T)]
+    kw = dict(model=model, perturbation="gradient", epsilon=0.1, delta=1e-5, clip=0.05, lr=0.05, epochs=20,
+              batch_size=10 ** 9, offset=0.5, seed=seed, reproducible=True,
+              **({"lam": 0.01} if model == "cp" else {"lam": 0.001, "lam_core": 0.0001}))
+
+    def rmse(res):
+        return float(np.sqrt(np.mean((res.predict(*test.idx.T) - truth) ** 2)))
+
+    rmse_offset = float(np.sqrt(np.mean((0.5 - truth) ** 2)))
+    B = 0.5
+    res = complete(prob.observed, 3, bounds=(0.0, 1.0), **kw)
+    assert rmse(res) <= rmse_offset + B
+    assert not res.trace.diverged and res.report()["convergence"]["diverged_pass"] is None
+    with pytest.warns(DivergenceWarning, match="blew up"):
+        raw = complete(prob.observed, 3, max_row_norm=math.inf, **kw)
+    assert raw.trace.diverged and rmse(raw) > 10 * (rmse_offset + B)
+    assert raw.trace.objective[raw.trace.diverged_pass] > 100 * raw.trace.zero_objective
+    assert any("diverged_pass" in c for c in raw.privacy.not_covered)
 
 
 # ----------------------------------------------------------------------------- bad input
@@ -306,7 +414,9 @@ def test_bad_npy_and_parameters(tmp_path):
                        (dict(rank=2, model="parafac"), "model must be one of"),
                        (dict(rank=2, holdout=1.0), "holdout must be in"),
                        (dict(rank=2, lr=0.0), "lr must be > 0"),
-                       (dict(rank=2, reproducible=True), "reproducible=True needs a seed")]:
+                       (dict(rank=2, reproducible=True), "reproducible=True needs a seed"),
+                       (dict(rank=2, max_row_norm=0.0), "max_row_norm must be a number > 0"),
+                       (dict(rank=2, model="tucker", max_core_norm=-1.0), "max_core_norm must be a number > 0")]:
         rank = kw.pop("rank")
         with pytest.raises(ValueError, match=needle):
             complete(obs, rank, **kw)
@@ -321,13 +431,17 @@ def test_cli_writes_factors_and_report(tmp_path, capsys):
     assert load_observations(src).shape == (6, 7, 8)
     out = tmp_path / "fit"
     rc = main(["complete", str(src), "--rank", "2", "--model", "tucker", "--perturbation", "gradient",
-               "--epsilon", "1", "--delta", "1e-6", "--epochs", "3", "--out", str(out), "--no-progress"])
+               "--epsilon", "1", "--delta", "1e-6", "--epochs", "3", "--max-row-norm", "0.9", "--max-core-norm",
+               "1.5", "--out", str(out), "--no-progress"])
     assert rc == 0 and "(1, 1e-06)-DP" in capsys.readouterr().out
     assert sorted(p.name for p in out.iterdir()) == ["A.npy", "B.npy", "C.npy", "G.npy", "report.json"]
     rep = json.loads((out / "report.json").read_text())
     assert rep["privacy"]["private"] and rep["test_rmse"] > 0 and rep["n_test"] == round(0.2 * obs.n)
     assert set(rep["timings_s"]) == {"perturb", "sgd", "total"} and rep["convergence"]["epochs_run"] == 3
-    assert np.load(out / "G.npy").shape == (2, 2, 2)
+    assert np.load(out / "G.npy").shape == (2, 2, 2) and np.linalg.norm(np.load(out / "G.npy")) <= 1.5 + 1e-12
+    assert rep["config"]["max_row_norm"] == 0.9 and rep["config"]["max_core_norm"] == 1.5
+    assert all(np.linalg.norm(np.load(out / f"{n}.npy"), axis=1).max() <= 0.9 + 1e-12 for n in "ABC")
+    assert any(a.startswith("projection") for a in rep["privacy"]["assumptions"])
 
 
 def test_cli_failure_leaves_no_output_dir(tmp_path, capsys):

@@ -18,7 +18,8 @@ def register(sub) -> None:
     p.add_argument("--delta", type=float, help="δ of the gradient perturbation (default min(1e-5, 1/(10 n)))")
     p.add_argument("--holdout", type=float, default=0.2, help="share of observed entries held out for test RMSE")
     p.add_argument("--bounds", type=float, nargs=2, metavar=("LO", "HI"),
-                   help="declared public value range (input perturbation)")
+                   help="declared public value range (input: values clamped to it; gradient: sets the default "
+                        "projection radius)")
     p.add_argument("--allow-data-bounds", action="store_true",
                    help="input perturbation without --bounds: take them from the data (NOT private)")
     p.add_argument("--no-clamp-noisy", action="store_true", help="input: keep noisy values outside the bounds")
@@ -31,6 +32,12 @@ def register(sub) -> None:
     p.add_argument("--lam-core", type=float, help="λg (Tucker); default paper's")
     p.add_argument("--tol", type=float, default=0.0, help="stop when the objective changes less (none/input)")
     p.add_argument("--offset", type=float, default=0.0, help="public constant subtracted before fitting")
+    p.add_argument("--max-row-norm", type=float,
+                   help="public radius: project every factor row onto this ℓ2 ball after each step (no privacy "
+                        "cost). Default for gradient: from --bounds, --offset and --rank (CP (B)^(1/3), Tucker "
+                        "(B/R)^(1/4), B = max(HI − offset, offset − LO)); 'inf' disables")
+    p.add_argument("--max-core-norm", type=float,
+                   help="Tucker: public Frobenius radius of the core (default B / r³ when --bounds is given)")
     p.add_argument("--shape", type=int, nargs=3, metavar=("N1", "N2", "N3"), help="tensor shape of a COO file")
     p.add_argument("--seed", type=int, help="fixes split, initialisation and visiting order")
     p.add_argument("--reproducible", action="store_true", help="seed the noise too (the fit is then NOT private)")
@@ -59,7 +66,8 @@ def run(args) -> int:
                        allow_data_bounds=args.allow_data_bounds, clamp_noisy=not args.no_clamp_noisy,
                        clip=args.clip, lipschitz=args.lipschitz, lr=args.lr, epochs=args.epochs,
                        batch_size=args.batch_size, lam=args.lam, lam_core=args.lam_core, tol=args.tol,
-                       offset=args.offset, seed=args.seed, reproducible=args.reproducible,
+                       offset=args.offset, max_row_norm=args.max_row_norm, max_core_norm=args.max_core_norm,
+                       seed=args.seed, reproducible=args.reproducible,
                        shape=tuple(args.shape) if args.shape else None, progress=None if bar is None else progress)
     finally:
         if bar is not None:
@@ -69,6 +77,7 @@ def run(args) -> int:
     guarantee = (f"({pr.epsilon:.4g}, {pr.delta:.3g})-DP" if pr.private else
                  "NOT PRIVATE: " + "; ".join(pr.not_private_because[:1]))
     rmse = "n/a" if res.test_rmse is None else f"{res.test_rmse:.5g}"
+    diverged = f"  DIVERGED from pass {res.trace.diverged_pass}" if res.trace.diverged else ""
     print(f"wrote {args.out}  test RMSE {rmse}  ({res.trace.epochs_run} passes, {res.timings['total']:.2f}s)  "
-          f"privacy: {guarantee}")
+          f"privacy: {guarantee}{diverged}")
     return 0

@@ -25,13 +25,17 @@ from distdp.completion import perturbation as pt
 from distdp.completion.entries import Observations, split_holdout
 from distdp.privacy.mechanisms import check_delta, check_epsilon, private_generator
 from distdp.completion.sgd import (MODELS, ClippedGaussianRule, PaperGradientRule, PlainRule, SGDConfig, SGDTrace,
-                                   run_sgd)
+                                   default_radii, run_sgd)
 
 DEFAULT_LAMBDA = {"cp": (0.01, 0.0), "tucker": (0.001, 0.0001)}   # paper §5.1: λ; λo, λg
 
 
 class NotPrivateWarning(UserWarning):
     """A perturbation was requested but the fit carries no DP guarantee (e.g. bounds computed from the data)."""
+
+
+class DivergenceWarning(UserWarning):
+    """The SGD iterates blew up (objective far above the all-offset predictor's) while staying finite."""
 
 
 @dataclass(frozen=True)
@@ -100,7 +104,8 @@ class CompletionResult:
                 "n_test": self.n_test, "offset": self.offset,
                 "convergence": {"epochs_run": t.epochs_run, "steps": t.steps, "converged": t.converged,
                                 "objective": list(t.objective), "step_norm": list(t.step_norm),
-                                "clipped_fraction": t.clipped_fraction},
+                                "clipped_fraction": t.clipped_fraction, "zero_objective": t.zero_objective,
+                                "diverged_pass": t.diverged_pass},
                 "timings_s": self.timings, "privacy": self.privacy.to_dict(), "config": self.config}
 
 
@@ -125,7 +130,9 @@ def complete(data: Union[Observations, np.ndarray, str, Path], rank: int, *, mod
              holdout: float = 0.2, bounds: Optional[tuple[float, float]] = None, allow_data_bounds: bool = False,
              clamp_noisy: bool = True, clip: float = 0.1, lipschitz: float = 1.0, lr: float = 0.05,
              epochs: int = 100, batch_size: int = 64, lam: Optional[float] = None, lam_core: Optional[float] = None,
-             tol: float = 0.0, init_scale: float = 0.1, offset: float = 0.0, seed: Optional[int] = None,
+             tol: float = 0.0, init_scale: float = 0.1, offset: float = 0.0,
+             max_row_norm: Optional[float] = None, max_core_norm: Optional[float] = None,
+             seed: Optional[int] = None,
              reproducible: bool = False, shape: Optional[tuple[int, int, int]] = None,
              progress: Optional[Callable[[int, int, float], None]] = None,
              test: Optional[Observations] = None) -> CompletionResult:
@@ -146,7 +153,10 @@ def complete(data: Union[Observations, np.ndarray, str, Path], rank: int, *, mod
     holdout : float
         Share of the observed entries held out for the test RMSE (paper: 0.2).
     bounds : (lo, hi), optional
-        Declared public value range (``input``). Required unless ``allow_data_bounds``.
+        Declared public value range. ``input``: required unless
+        ``allow_data_bounds`` (values are clamped to it). ``gradient``: used
+        only to derive the default projection radii (no clamping: clipping
+        bounds the sensitivity).
     allow_data_bounds : bool
         Compute the bounds from the private data instead (warns; the report says not private).
     clamp_noisy : bool
@@ -162,6 +172,20 @@ def complete(data: Union[Observations, np.ndarray, str, Path], rank: int, *, mod
     offset : float
         Public constant subtracted from the values before fitting (e.g. the
         midpoint of the declared range); must not be computed from the data.
+    max_row_norm : float, optional
+        Public radius r: after every SGD step each row of A, B, C is projected
+        onto the ℓ2 ball of radius r (post-processing of the released
+        iterates: no privacy cost). ``gradient``: default derived from the
+        declared ``bounds``, ``offset`` and ``rank`` by
+        :func:`distdp.completion.sgd.default_radii` (CP r = B^(1/3), Tucker
+        r = (B/R)^(1/4), B = max(hi − offset, offset − lo)); without bounds,
+        no projection (warns). Other perturbations: no projection unless
+        given. ``math.inf`` disables it.
+    max_core_norm : float, optional
+        Tucker: public radius g of the Frobenius ball for the core. Default
+        (when rows are projected and bounds are declared) B / r³, so that the
+        projected model's range is [−B, B] (with the default r:
+        g = R^(3/4)·B^(1/4)).
     seed : int, optional
         Fixes split, initialisation and visiting order (and the noise only with ``reproducible``).
     reproducible : bool
@@ -198,8 +222,10 @@ def complete(data: Union[Observations, np.ndarray, str, Path], rank: int, *, mod
     if not math.isfinite(offset):
         raise ValueError(f"offset must be finite, got {offset}")
     dlam, dlam_core = DEFAULT_LAMBDA[model]
+    radii = _projection_radii(model, int(rank), perturbation, bounds, offset, max_row_norm, max_core_norm)
     cfg = SGDConfig(lr=lr, epochs=epochs, batch_size=batch_size, lam=dlam if lam is None else lam,
-                    lam_core=dlam_core if lam_core is None else lam_core, tol=tol, init_scale=init_scale)
+                    lam_core=dlam_core if lam_core is None else lam_core, tol=tol, init_scale=init_scale,
+                    max_row_norm=radii["max_row_norm"], max_core_norm=radii["max_core_norm"])
     obs = _load(data, shape)
     rng = np.random.default_rng(seed)
     if test is None:
@@ -239,6 +265,10 @@ def complete(data: Union[Observations, np.ndarray, str, Path], rank: int, *, mod
                           "random meets it; use δ ≪ 1/n", UserWarning, stacklevel=2)
         _check_positive("clip", clip)
         sigma = pt.dpsgd_noise_multiplier(epochs, epsilon, delta)
+        if radii["warn"]:
+            warnings.warn("gradient perturbation without declared bounds or max_row_norm: the iterates are not "
+                          "projected and can blow up at small ε; declare public bounds (--bounds) or a radius "
+                          "(--max-row-norm)", UserWarning, stacklevel=2)
         rule = ClippedGaussianRule(clip=clip, noise_multiplier=sigma)
     elif perturbation == "gradient-paper":
         _check_positive("clip", clip)
@@ -261,9 +291,18 @@ def complete(data: Union[Observations, np.ndarray, str, Path], rank: int, *, mod
         factors[2] = pt.output_perturbation(factors[2], epsilon, sens, noise_rng)
         report = pt.output_report(epsilon, sens, trace.epochs_run, lipschitz, lr, factors[2].shape[0])
         t_perturb += time.perf_counter() - t1
+    report = replace(report, assumptions=report.assumptions + (radii["statement"],))
     if perturbation != "none":
         report = replace(report, not_covered=report.not_covered + (
-            "train_rmse: computed from the private training values without noise",))
+            "train_rmse: computed from the private training values without noise",
+            "trace.diverged_pass: compares the private training objective, without noise, with the "
+            "all-offset predictor's"))
+    if trace.diverged:
+        warnings.warn(f"SGD iterates blew up: the training objective exceeded {cfg.divergence_factor:g}× that of "
+                      f"the all-offset predictor from pass {trace.diverged_pass} "
+                      f"(objective {trace.objective[-1]:.4g} vs {trace.zero_objective:.4g}); the result is worse "
+                      "than predicting the offset. Lower the learning rate, or project the iterates "
+                      "(max_row_norm / --max-row-norm, or declare bounds).", DivergenceWarning, stacklevel=2)
     if reproducible and perturbation != "none":
         report = pt.mark_seeded(report, seed)
     elif seed is not None and perturbation != "none":
@@ -278,7 +317,9 @@ def complete(data: Union[Observations, np.ndarray, str, Path], rank: int, *, mod
               "delta": delta if perturbation == "gradient" else None, "holdout": holdout,
               "bounds": list(bounds) if bounds is not None else None, "clamp_noisy": clamp_noisy, "clip": clip,
               "lipschitz": lipschitz, "lr": lr, "epochs": epochs, "batch_size": batch_size, "lam": cfg.lam,
-              "lam_core": cfg.lam_core, "tol": tol, "init_scale": init_scale, "offset": offset, "seed": seed,
+              "lam_core": cfg.lam_core, "tol": tol, "init_scale": init_scale, "offset": offset,
+              "max_row_norm": cfg.max_row_norm, "max_core_norm": cfg.max_core_norm,
+              "projection_radii_from": radii["source"], "seed": seed,
               "reproducible": reproducible, **info}
     return CompletionResult(model=model, rank=int(rank), A=factors[0], B=factors[1], C=factors[2],
                             G=factors[3] if model == "tucker" else None, offset=float(offset), test_rmse=test_rmse,
@@ -286,6 +327,47 @@ def complete(data: Union[Observations, np.ndarray, str, Path], rank: int, *, mod
                             trace=trace, privacy=report,
                             timings={"perturb": t_perturb, "sgd": trace.seconds, "total": time.perf_counter() - t0},
                             config=config)
+
+
+def _projection_radii(model: str, rank: int, perturbation: str, bounds, offset: float, max_row_norm,
+                      max_core_norm) -> dict:
+    """The public projection radii of a fit, where they come from, and the privacy report's sentence on them."""
+    for name, v in (("max_row_norm", max_row_norm), ("max_core_norm", max_core_norm)):
+        if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0):
+            raise ValueError(f"{name} must be a number > 0 (math.inf: no projection), got {v!r}")
+    B = None
+    if bounds is not None:
+        lo, hi = pt.check_bounds(bounds)
+        B = max(hi - offset, offset - lo)      # > 0 since lo < hi
+    source = "given"
+    unprojected_gradient = max_row_norm is None and perturbation == "gradient" and B is None
+    if max_row_norm is None and perturbation == "gradient":
+        if B is not None:
+            max_row_norm, default_core = default_radii(model, rank, B)
+            if max_core_norm is None:
+                max_core_norm = default_core
+            source = f"derived from the declared bounds and offset: B = {B:g}, rank {rank}"
+    if max_row_norm is None or not math.isfinite(max_row_norm):
+        max_row_norm = None
+    if model == "tucker" and max_core_norm is None and max_row_norm is not None and B is not None:
+        max_core_norm = B / max_row_norm ** 3
+        source += "; core radius B/r³"
+    if model != "tucker" or (max_core_norm is not None and not math.isfinite(max_core_norm)):
+        max_core_norm = None
+    if max_row_norm is None and max_core_norm is None:
+        return {"max_row_norm": None, "max_core_norm": None, "source": None, "warn": unprojected_gradient,
+                "statement": "no projection of the iterates"}
+    what = ", ".join(x for x in (f"every row of A, B, C onto the ℓ2 ball of radius r = {max_row_norm:.6g}"
+                                 if max_row_norm is not None else "",
+                                 f"the core onto the Frobenius ball of radius {max_core_norm:.6g}"
+                                 if max_core_norm is not None else "") if x)
+    why = {"gradient": "post-processing of the released noisy iterates with public radii: no privacy cost",
+           "input": "part of the SGD on the released noisy values (post-processing): no privacy cost",
+           "none": "a constraint of the (non-private) fit",
+           }.get(perturbation, "a deviation from the paper's algorithm (which has no projection); it changes "
+                               "nothing in the privacy analysis above")
+    return {"max_row_norm": max_row_norm, "max_core_norm": max_core_norm, "source": source, "warn": False,
+            "statement": f"projection after every step ({source}): {what}; {why}"}
 
 
 def _check_positive(name: str, value) -> None:

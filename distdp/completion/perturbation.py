@@ -7,10 +7,16 @@ shape are public. Each mechanism returns what it released and a
 :class:`PrivacyReport` that says what is guaranteed, under which
 assumptions, and what is a reproduction of the paper only.
 
+The optional projection of the SGD iterates onto public balls
+(:func:`distdp.completion.sgd.project`) is post-processing of the released
+noisy iterates (or, for ``input``, of the released noisy values): it costs no
+privacy, and :func:`distdp.completion.complete` lists it among a report's
+assumptions.
+
 | mechanism        | paper      | noise                                    | guarantee claimed      |
 |------------------|------------|------------------------------------------|------------------------|
 | input            | Alg. 1     | Laplace(Δ/ε), Δ = hi − lo, per entry     | ε-DP (declared bounds) |
-| gradient         | (sound)    | N(0, (σ·2C)²) per step, all blocks       | (ε, δ)-DP, PLD         |
+| gradient         | (sound)    | N(0, (σ·2C)²) per step, touched rows + G | (ε, δ)-DP, PLD         |
 | gradient-paper   | Alg. 2     | ∝ exp(−ε‖n‖/2m) per entry on c_k         | none (reproduction)    |
 | output           | Alg. 3     | ∝ exp(−ε‖n‖/Δ) per row of C, Δ = 2τLη    | none (reproduction)    |
 """
@@ -171,8 +177,11 @@ def dpsgd_report(noise_multiplier: float, clip: float, epochs: int, steps: int, 
         assumptions=(
             f"per-entry gradients of the data term (all blocks {blocks} jointly) clipped to "
             f"ℓ2 norm c = {clip}; replacing one value moves a clipped batch sum by ≤ Δ₂ = 2c",
-            f"Gaussian noise of std σ·2c = {noise_multiplier * 2 * clip:.6g} on every coordinate of every block "
-            f"at each of the {steps} steps (σ = {noise_multiplier:.6g})",
+            f"Gaussian noise of std σ·2c = {noise_multiplier * 2 * clip:.6g} at each of the {steps} steps "
+            f"(σ = {noise_multiplier:.6g}) on every coordinate of every factor row the batch touches"
+            + (" and of the core G" if "G" in blocks else "") + "; the rows a batch touches are fixed by the "
+            "public Ω and a visiting order drawn without the values, and an untouched row's released gradient "
+            "is 0 for every neighbour, so it needs no noise",
             f"each pass splits the training entries into disjoint batches of {batch_size}: an entry enters one step "
             f"per pass, so the run composes {epochs} Gaussian mechanisms (no amplification by sampling or "
             "shuffling is claimed; the visiting order may be public)",

@@ -23,6 +23,24 @@ Choices the paper leaves open (SPEC §6), made here:
   early when the objective changes by less than ``tol`` relatively (allowed
   only where the objective is a post-processing of released data, see
   :mod:`distdp.completion.api`).
+- **Projection** (optional, ``max_row_norm`` / ``max_core_norm``). The
+  initial point and every iterate after a step are projected: each row of A,
+  B and C onto the ℓ2 ball of radius r, the Tucker core onto the Frobenius
+  ball of radius g (:func:`project`). The radii must be public (declared, or
+  derived from declared bounds by :func:`default_radii`), never computed from
+  the values. In a private run the projection is post-processing: the
+  projected iterate is a function of the released noisy steps and of public
+  constants, so it costs no privacy, and the next step's mechanism takes it as
+  a public input (adaptive composition). It bounds every prediction:
+  |x̂_e| ≤ ‖a_i‖‖b_j‖‖c_k‖ ≤ r³ (CP, Cauchy–Schwarz on Σ_r a_r b_r c_r) and
+  |x̂_e| = |G ×1 a_i ×2 b_j ×3 c_k| ≤ ‖G‖_F ‖a_i‖‖b_j‖‖c_k‖ ≤ g r³ (Tucker).
+- **Divergence.** A non-finite objective raises :class:`FloatingPointError`.
+  A finite blow-up is recorded, not acted on: ``SGDTrace.diverged_pass`` is
+  the first pass whose objective exceeds ``divergence_factor`` times the
+  objective of the all-zero model (the all-offset predictor once the public
+  offset is subtracted, f₀ = Σ x_e²). The run still takes its fixed number of
+  passes (stopping on the private objective would be a data-dependent
+  choice); the flag is computed from the private values without noise.
 
 Gradient rules:
 
@@ -34,11 +52,29 @@ Gradient rules:
 - :class:`ClippedGaussianRule`: the sound variant (DP-SGD). The per-entry
   gradient of the data term over *all* blocks (a_i, b_j, c_k, G jointly) is
   clipped to norm C; the clipped batch sum gets N(0, (σ·2C)²) noise on every
-  coordinate of every block; the regulariser gradient (a function of the
-  current iterate and of the public Ω) is added without clipping.
+  coordinate of every row the batch touches and on every coordinate of G;
+  the regulariser gradient (a function of the current iterate and of the
+  public Ω) is added without clipping.
+
+  Why untouched rows need no noise. Neighbours differ in the value of one
+  observed entry; Ω is public and the batches are cut from a permutation
+  drawn by a generator that never sees the values, so the set T of rows a
+  batch touches (the i, j, k of its entries) is the same for both neighbours
+  and is itself public. A row outside T receives no data gradient from the
+  batch (no entry of the batch lies in it) and no regulariser gradient (its
+  batch count is 0): its released coordinates are exactly 0 for every
+  dataset, and releasing a constant reveals nothing. On the coordinates in T
+  the clipped sum moves by at most 2C in ℓ2 when one value is replaced (the
+  changed entry's rows are in T if it is in the batch; otherwise the sum does
+  not move), so the Gaussian mechanism with std σ·2C on those coordinates has
+  exactly the guarantee it would have with noise everywhere. The argument
+  rests on Ω being public (the neighbour relation above): under a relation
+  where observing an entry is private, T would leak it and this would not
+  hold (nor would the public slice counts of the regulariser).
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -73,6 +109,15 @@ class SGDConfig:
         Stop when |Δf|/f < tol between passes; 0 runs all ``epochs``.
     init_scale : float
         Standard deviation of the initial model entries.
+    max_row_norm : float or None
+        Public radius r: after every step each row of A, B, C is projected
+        onto the ℓ2 ball of radius r. None (or inf): no projection.
+    max_core_norm : float or None
+        Public radius g of the Frobenius ball the Tucker core is projected
+        onto. None (or inf): no core projection. Ignored for CP.
+    divergence_factor : float
+        A pass whose objective exceeds this factor times the all-zero model's
+        objective is recorded as diverged (``SGDTrace.diverged_pass``).
     """
 
     lr: float = 0.005
@@ -82,11 +127,20 @@ class SGDConfig:
     lam_core: float = 0.0
     tol: float = 0.0
     init_scale: float = 0.1
+    max_row_norm: Optional[float] = None
+    max_core_norm: Optional[float] = None
+    divergence_factor: float = 100.0
 
     def __post_init__(self):
         for name in ("lr", "init_scale"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        for name in ("max_row_norm", "max_core_norm"):
+            v = getattr(self, name)
+            if v is not None and not (isinstance(v, (int, float, np.floating, np.integer)) and v > 0):
+                raise ValueError(f"{name} must be > 0 (or None / inf for no projection), got {v!r}")
+        if not self.divergence_factor > 1:
+            raise ValueError(f"divergence_factor must be > 1, got {self.divergence_factor}")
         for name in ("epochs", "batch_size"):
             v = getattr(self, name)
             if not (isinstance(v, (int, np.integer)) and v >= 1):
@@ -149,6 +203,10 @@ class SGDTrace:
     seconds : float
     clipped_fraction : float
         Share of per-entry gradients that clipping shortened (0 for PlainRule).
+    zero_objective : float
+        Objective of the all-zero model (the all-offset predictor), Σ x_e².
+    diverged_pass : int or None
+        First pass whose objective exceeded ``divergence_factor`` × ``zero_objective``.
     """
 
     epochs_run: int
@@ -158,6 +216,73 @@ class SGDTrace:
     converged: bool
     seconds: float
     clipped_fraction: float = 0.0
+    zero_objective: float = float("nan")
+    diverged_pass: Optional[int] = None
+
+    @property
+    def diverged(self) -> bool:
+        """The iterates blew up (finite objective far above the all-offset predictor's) in some pass."""
+        return self.diverged_pass is not None
+
+
+def project(factors: list, max_row_norm: Optional[float], max_core_norm: Optional[float] = None) -> None:
+    """Project in place: rows of A, B, C onto the ℓ2 ball of radius ``max_row_norm``, G onto the Frobenius ball.
+
+    Euclidean projection onto a ball: a row u with ‖u‖ > r becomes r·u/‖u‖,
+    others are unchanged. None or inf skips a projection. A function of the
+    iterate and the public radii only (post-processing in a private run).
+    """
+    if max_row_norm is not None and math.isfinite(max_row_norm):
+        for F in factors[:3]:
+            norms = np.sqrt(np.einsum("nr,nr->n", F, F))
+            F *= (max_row_norm / np.maximum(norms, max_row_norm))[:, None]
+    if len(factors) == 4 and max_core_norm is not None and math.isfinite(max_core_norm):
+        norm = float(np.sqrt(np.sum(factors[3] ** 2)))
+        if norm > max_core_norm:
+            factors[3] *= max_core_norm / norm
+
+
+def default_radii(model_name: str, rank: int, value_bound: float) -> tuple[float, Optional[float]]:
+    """Public projection radii (r, g) from a public bound B on |value − offset| and the rank.
+
+    The radii are chosen so that the projected model's range is exactly
+    [−B, B], i.e. the smallest balls whose model can still produce every
+    value the declared bounds allow:
+
+    - CP: max |x̂| over rows of norm ≤ r is r³ (attained by one aligned
+      component), so r = B^(1/3).
+    - Tucker: max |x̂| over rows of norm ≤ r and ‖G‖_F ≤ g is g·r³. The split
+      between rows and core follows the balance of :func:`tucker.init_factors`
+      (all R(n1+n2+n3) + R³ parameters of one magnitude u): r = √R·u,
+      g = R^(3/2)·u, and g r³ = R³u⁴ = B gives r = (B/R)^(1/4),
+      g = R^(3/4)·B^(1/4).
+
+    No rank-R tensor with entries in [−B, B] is excluded on the grounds of its
+    entries alone, but one whose factors cancel (large rows, small entries)
+    can need more than r: pass a larger public radius for such models.
+    Computed from B and R only; B must come from declared bounds and a
+    declared offset, never from the data.
+
+    Parameters
+    ----------
+    model_name : {'cp', 'tucker'}
+    rank : int
+    value_bound : float
+        B = max(hi − offset, offset − lo) for declared bounds [lo, hi].
+
+    Returns
+    -------
+    max_row_norm : float
+    max_core_norm : float or None
+        None for CP.
+    """
+    if not (math.isfinite(value_bound) and value_bound > 0):
+        raise ValueError(f"value_bound must be finite and > 0, got {value_bound}")
+    if model_name == "cp":
+        return value_bound ** (1.0 / 3.0), None
+    if model_name == "tucker":
+        return (value_bound / rank) ** 0.25, rank ** 0.75 * value_bound ** 0.25
+    raise ValueError(f"model must be one of {sorted(MODELS)}, got {model_name!r}")
 
 
 def _scatter_rows(index: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:
@@ -258,7 +383,11 @@ def _step_dpsgd(model, factors, i, j, k, x, prob, cfg, rule: ClippedGaussianRule
     scale = 1.0 / np.maximum(1.0, norms / rule.clip)
     g, _, _ = data_gradient(model, factors, i, j, k, x, weights=scale)
     std = rule.noise_std
-    g = [a + std * noise_rng.standard_normal(a.shape) for a in g]
+    for block, index in zip(g[:3], (i, j, k)):        # noise on the rows the batch touches (public set)
+        rows = np.unique(index)
+        block[rows] += std * noise_rng.standard_normal((len(rows), block.shape[1]))
+    if len(g) == 4:                                    # every entry touches the core
+        g[3] = g[3] + std * noise_rng.standard_normal(g[3].shape)
     r = regulariser_gradient(factors, i, j, k, prob.inv_counts, prob.obs.n, cfg.lam, cfg.lam_core)
     return [a + b for a, b in zip(g, r)], int(np.sum(scale < 1.0))
 
@@ -297,6 +426,7 @@ def run_sgd(model_name: str, train: Observations, rank: int, cfg: SGDConfig, rng
     ------
     FloatingPointError
         The iterates became non-finite (learning rate too large for the data scale).
+        A finite blow-up does not raise: see ``SGDTrace.diverged_pass``.
     """
     if model_name not in MODELS:
         raise ValueError(f"model must be one of {sorted(MODELS)}, got {model_name!r}")
@@ -308,10 +438,12 @@ def run_sgd(model_name: str, train: Observations, rank: int, cfg: SGDConfig, rng
     t0 = time.perf_counter()
     prob = _Problem(model, train)
     factors = list(model.init_factors(train.shape, int(rank), cfg.init_scale, rng))
+    project(factors, cfg.max_row_norm, cfg.max_core_norm)
     step = _STEPS[type(rule)]
     idx, x = train.idx, train.values
+    zero_objective = float(x @ x)
     f = model.objective(factors, idx, x, cfg.lam, cfg.lam_core)
-    objective, step_norm, steps, clipped, converged = [f], [], 0, 0, False
+    objective, step_norm, steps, clipped, converged, diverged_pass = [f], [], 0, 0, False, None
     for epoch in range(1, cfg.epochs + 1):
         before = [F.copy() for F in factors]
         perm = rng.permutation(train.n)
@@ -320,12 +452,15 @@ def run_sgd(model_name: str, train: Observations, rank: int, cfg: SGDConfig, rng
             grads, n_clip = step(model, factors, idx[b, 0], idx[b, 1], idx[b, 2], x[b], prob, cfg, rule, noise_rng)
             for F, g in zip(factors, grads):
                 F -= cfg.lr * g
+            project(factors, cfg.max_row_norm, cfg.max_core_norm)
             steps += 1
             clipped += n_clip
         f_new = model.objective(factors, idx, x, cfg.lam, cfg.lam_core)
         if not np.isfinite(f_new):
             raise FloatingPointError(f"SGD diverged in pass {epoch} (lr={cfg.lr}, batch_size={cfg.batch_size}): "
                                      "lower the learning rate or the batch size, or rescale the values")
+        if diverged_pass is None and f_new > cfg.divergence_factor * zero_objective:
+            diverged_pass = epoch
         step_norm.append(float(np.sqrt(sum(np.sum((F - G) ** 2) for F, G in zip(factors, before)))))
         objective.append(f_new)
         if progress is not None:
@@ -336,5 +471,6 @@ def run_sgd(model_name: str, train: Observations, rank: int, cfg: SGDConfig, rng
         f = f_new
     trace = SGDTrace(epochs_run=len(step_norm), steps=steps, objective=tuple(objective), step_norm=tuple(step_norm),
                      converged=converged, seconds=time.perf_counter() - t0,
-                     clipped_fraction=clipped / max(1, len(step_norm) * train.n))
+                     clipped_fraction=clipped / max(1, len(step_norm) * train.n), zero_objective=zero_objective,
+                     diverged_pass=diverged_pass)
     return tuple(factors), trace
