@@ -180,6 +180,7 @@ def plot(results: dict, path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     names = list(results)
     fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 4), squeeze=False)
@@ -189,6 +190,7 @@ def plot(results: dict, path: Path) -> None:
             ax.scatter(r["seconds"], r["npmi"], color=color)
             ax.annotate(label.replace("distdp", "d"), (r["seconds"], r["npmi"]), fontsize=7)
         ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_xlabel("wall time (s)")
         ax.set_ylabel("mean NPMI (top 10)")
         ax.set_title(f"{name} (N={results[name]['n_docs']}, k={results[name]['k']})")
