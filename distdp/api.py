@@ -32,7 +32,7 @@ def _progress_bar(enabled: bool) -> tuple[Callable | None, Callable[[], None]]:
         return None, lambda: None
     from tqdm.auto import tqdm
 
-    bar = tqdm(desc="fit", unit="pass", leave=False)
+    bar = tqdm(desc="fit", unit="pass", leave=False, disable=None)  # None: off when not a terminal
 
     def update(stage, done, total):
         bar.set_description(stage)
