@@ -293,14 +293,13 @@ def private_power_method(T_or_op, k: int, *, epsilon: float, delta: float, n_res
     k = power.check_rank(k, d)
     nb = resolve_neighbour(neighbour, op)
     if method == "robust":
-        L = power.check_positive_int(n_restarts if n_restarts is not None else power.default_n_restarts(k),
-                                     "n_restarts")
-        R = power.check_positive_int(n_iters if n_iters is not None else power.default_n_iters(d), "n_iters")
+        L = power.resolve_restarts(n_restarts, k)
+        R = power.resolve_iters(n_iters, d)
     elif method == "simultaneous":
         if n_restarts not in (None, 1):
             raise ValueError("the simultaneous method has no restarts (n_restarts must be None or 1)")
         L = 1
-        R = power.check_positive_int(n_iters if n_iters is not None else 2 * power.default_n_iters(d), "n_iters")
+        R = power.resolve_iters(n_iters, d, factor=2)
     else:
         raise ValueError(f"method must be 'robust' or 'simultaneous', got {method!r}")
     K = n_releases(method, k, L, R)

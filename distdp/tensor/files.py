@@ -298,7 +298,7 @@ def decompose(input_path, k: int, out, *, n_restarts: int | None = None, n_iters
                                           neighbour=neighbour or nb_default, method=method,
                                           rng=rng, reproducible=reproducible)
         elif method == "online":
-            R = n_iters if n_iters is not None else power.default_n_iters(d)
+            R = power.resolve_iters(n_iters, d)
             passes = k * (R + (eigenvalue == "final"))
             n = n_per_iter if n_per_iter is not None else stream.num_rows // passes
             if n < 1:

@@ -209,9 +209,8 @@ def online_power_method(stream, k: int, *, n_per_iter: int, n_restarts: int | No
     d = int(stream.dim)
     k = power.check_rank(k, d)
     n = power.check_positive_int(n_per_iter, "n_per_iter")
-    L = power.check_positive_int(n_restarts if n_restarts is not None else power.default_n_restarts(k),
-                                 "n_restarts")
-    R = power.check_positive_int(n_iters if n_iters is not None else power.default_n_iters(d), "n_iters")
+    L = power.resolve_restarts(n_restarts, k)
+    R = power.resolve_iters(n_iters, d)
     if eigenvalue not in ("final", "paper"):
         raise ValueError(f"eigenvalue must be 'final' or 'paper', got {eigenvalue!r}")
     chunk = chunk_size if chunk_size is not None else k + L

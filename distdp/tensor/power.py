@@ -222,6 +222,16 @@ def check_rank(k, d: int) -> int:
     return int(k)
 
 
+def resolve_restarts(n_restarts, k: int) -> int:
+    """``n_restarts`` validated, or :func:`default_n_restarts` when None."""
+    return check_positive_int(n_restarts if n_restarts is not None else default_n_restarts(k), "n_restarts")
+
+
+def resolve_iters(n_iters, d: int, factor: int = 1) -> int:
+    """``n_iters`` validated, or ``factor ·`` :func:`default_n_iters` when None."""
+    return check_positive_int(n_iters if n_iters is not None else factor * default_n_iters(d), "n_iters")
+
+
 def check_positive_int(value, name: str) -> int:
     """Validate a positive integer parameter (``n_restarts``, ``n_iters``)."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
@@ -287,8 +297,8 @@ def robust_power_method(T_or_op, k: int, *, n_restarts: int | None = None, n_ite
     op = as_operator(T_or_op, rtol)
     d = int(op.dim)
     k = check_rank(k, d)
-    L = check_positive_int(n_restarts if n_restarts is not None else default_n_restarts(k), "n_restarts")
-    R = check_positive_int(n_iters if n_iters is not None else default_n_iters(d), "n_iters")
+    L = resolve_restarts(n_restarts, k)
+    R = resolve_iters(n_iters, d)
 
     lam = np.zeros(k)
     V = np.zeros((d, k))
@@ -367,7 +377,7 @@ def simultaneous_power_method(T_or_op, k: int, *, n_iters: int | None = None, rn
     op = as_operator(T_or_op, rtol)
     d = int(op.dim)
     k = check_rank(k, d)
-    R = check_positive_int(n_iters if n_iters is not None else 2 * default_n_iters(d), "n_iters")
+    R = resolve_iters(n_iters, d, factor=2)
     t0 = time.perf_counter()
     U = _qr_positive(rng.standard_normal((d, k)))
     for _ in range(R):
