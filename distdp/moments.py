@@ -29,8 +29,8 @@ would carry an O(1/N) bias):
 (The paper's eqs. 12–14 print wrong coefficients and a repeated B-term; SPEC §4.)
 
 Documents with fewer than three tokens cannot feed the third-moment estimator;
-they are excluded from every moment (``eligible`` below), and ``N`` counts the
-eligible documents only.
+their weights are zero (:func:`doc_weights`), so they are excluded from every
+moment, and ``N`` counts the other (eligible) documents only.
 """
 from __future__ import annotations
 
@@ -38,6 +38,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
+
+#: Documents shorter than this cannot feed the third-moment estimator.
+MIN_DOC_LENGTH = 3
 
 #: Documents are processed in blocks of this many rows when a dense
 #: per-document array (k² wide) is needed, bounding memory at O(block·k²).
@@ -82,13 +85,16 @@ def doc_lengths(counts: sp.csr_matrix) -> np.ndarray:
 def doc_weights(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per-document weights ``(w1, w2, w3)`` = ``1/l, 1/(l(l-1)), 1/(l(l-1)(l-2))``.
 
-    Only meaningful for ``l ≥ 3``; callers pass eligible documents only.
+    All three are 0 for documents shorter than :data:`MIN_DOC_LENGTH` tokens,
+    so such documents drop out of every partial sum below.
     """
     l = np.asarray(lengths, dtype=np.float64)
-    w1 = 1.0 / l
-    w2 = w1 / (l - 1.0)
-    w3 = w2 / (l - 2.0)
-    return w1, w2, w3
+    ok = l >= MIN_DOC_LENGTH
+    safe = np.where(ok, l, float(MIN_DOC_LENGTH))
+    w1 = 1.0 / safe
+    w2 = w1 / (safe - 1.0)
+    w3 = w2 / (safe - 2.0)
+    return np.where(ok, w1, 0.0), np.where(ok, w2, 0.0), np.where(ok, w3, 0.0)
 
 
 # --------------------------------------------------------------------------

@@ -14,8 +14,6 @@ import scipy.sparse as sp
 
 from distdp import moments, refine
 
-MIN_DOC_LENGTH = 3
-
 
 @dataclass
 class FirstPass:
@@ -50,12 +48,11 @@ class FirstPass:
 class Shard:
     """A shard's documents (CSR, rows = documents) and its partial sums.
 
-    Documents shorter than three tokens are counted and then set aside: they
-    cannot feed the third-moment estimator, and keeping one set of documents
-    for every moment keeps the U-statistics exact.
-
-    Variational EM, ``transform`` and coherence use every document
-    (``all_counts``); the moments use ``counts``.
+    Documents shorter than three tokens have zero moment weights
+    (:func:`distdp.moments.doc_weights`): they are counted and drop out of every
+    moment, which keeps one set of documents for all of them and the
+    U-statistics exact. Variational EM, ``transform`` and coherence use every
+    document.
 
     Parameters
     ----------
@@ -66,12 +63,8 @@ class Shard:
     """
 
     def __init__(self, counts: sp.csr_matrix, doc_ids=None):
-        counts = sp.csr_matrix(counts, dtype=np.float64)
-        lengths = moments.doc_lengths(counts)
-        keep = lengths >= MIN_DOC_LENGTH
-        self.n_total = int(counts.shape[0])
-        self.all_counts = counts
-        self.counts = counts[keep] if not keep.all() else counts
+        self.counts = sp.csr_matrix(counts, dtype=np.float64)
+        self.n_total = int(self.counts.shape[0])
         self.doc_ids = doc_ids
         self._proj_key = None
         self._Y = None
@@ -86,8 +79,9 @@ class Shard:
     def first_pass(self, omega: np.ndarray) -> FirstPass:
         """Counts, ``Σ m1_n`` and the partial ``M2 Ω0`` in one pass."""
         lengths = moments.doc_lengths(self.counts)
-        m1_sum = np.asarray(self.counts.T @ (1.0 / lengths)).ravel()
-        return FirstPass(self.n_total, int(self.counts.shape[0]), float(lengths.sum()), m1_sum,
+        eligible = lengths >= moments.MIN_DOC_LENGTH
+        m1_sum = np.asarray(self.counts.T @ moments.doc_weights(lengths)[0]).ravel()
+        return FirstPass(self.n_total, int(eligible.sum()), float(lengths[eligible].sum()), m1_sum,
                          moments.m2_product_partial(self.counts, omega))
 
     def m2_product(self, omega: np.ndarray, q_scale: float | None = None) -> moments.M2ProductPartial:
@@ -126,21 +120,21 @@ class Shard:
         EM iteration); after a restart it is re-initialised.
         """
         warm = self._gamma if (key is not None and key == self._gamma_key) else None
-        res = refine.e_step(self.all_counts, exp_elog_beta, alpha, warm, max_iter, tol, True, elog_beta)
+        res = refine.e_step(self.counts, exp_elog_beta, alpha, warm, max_iter, tol, True, elog_beta)
         self._gamma, self._gamma_key = res.gamma, key
         return res.sstats, res.doc_bound, self.n_total, res.iterations
 
     def transform(self, exp_elog_beta: np.ndarray, alpha: np.ndarray, max_iter: int = 100,
                   tol: float = 1e-3) -> tuple:
         """Topic mixtures of every document: ``(θ n×k float32, in-vocabulary tokens per document, doc ids)``."""
-        res = refine.e_step(self.all_counts, exp_elog_beta, alpha, None, max_iter, tol, False)
+        res = refine.e_step(self.counts, exp_elog_beta, alpha, None, max_iter, tol, False)
         return (refine.theta_from_gamma(res.gamma).astype(np.float32),
-                moments.doc_lengths(self.all_counts), self.doc_ids)
+                moments.doc_lengths(self.counts), self.doc_ids)
 
     def cooccurrence(self, words: np.ndarray) -> refine.CooccurrencePartial:
         """Document frequencies of ``words`` and of their pairs."""
-        return refine.cooccurrence(self.all_counts, words)
+        return refine.cooccurrence(self.counts, words)
 
     def term_frequency(self) -> np.ndarray:
         """Total count of every word (d,)."""
-        return np.asarray(self.all_counts.sum(axis=0)).ravel()
+        return np.asarray(self.counts.sum(axis=0)).ravel()

@@ -194,3 +194,19 @@ def test_folded_m2_product_equals_unfolded(tiny_corpus, alpha0):
     plain = moments.m2_product(moments.m2_product_partial(Cs, omega), m1, omega, len(C), coef)
     folded = moments.m2_product_partial(Cs, omega, moments.q_fold_scale(len(C), coef))
     np.testing.assert_allclose(moments.m2_product(folded, m1, omega, len(C), coef), plain, rtol=1e-12, atol=1e-16)
+
+
+def test_short_documents_have_zero_weight(tiny_corpus):
+    """Documents with < 3 tokens (including empty ones) drop out of every partial sum exactly."""
+    C, Cs, W = tiny_corpus
+    short = sp.csr_matrix(np.array([[1, 1, 0, 0, 0], [0, 0, 0, 0, 0], [0, 2, 0, 0, 0]], dtype=float))
+    mixed = sp.vstack([Cs[:3], short, Cs[3:]]).tocsr()
+    assert np.all(np.stack(moments.doc_weights(moments.doc_lengths(short))) == 0.0)
+    tw = TensorWeights(len(C), 0.35)
+    a, b = moments.tensor_partial(Cs, W, tw), moments.tensor_partial(mixed, W, tw)
+    for name in ("cube", "z", "g", "sum_m2", "sum_m1m1"):
+        np.testing.assert_allclose(getattr(b, name), getattr(a, name), rtol=1e-12, atol=1e-15)
+    omega = np.random.default_rng(2).standard_normal((5, 3))
+    pa, pb = moments.m2_product_partial(Cs, omega), moments.m2_product_partial(mixed, omega)
+    np.testing.assert_allclose(pb.e2, pa.e2, rtol=1e-12)
+    np.testing.assert_allclose(pb.q, pa.q, rtol=1e-12)
