@@ -18,7 +18,7 @@ import scipy.sparse as sp
 
 from distdp import pipeline, refine
 from distdp.io import corpus as cio
-from distdp.io.atomic import atomic_directory, check_output_dir
+from distdp.io.atomic import atomic_directory, atomic_file, check_output_dir
 from distdp.lda import LDAModel
 from distdp.shard import Shard
 
@@ -330,8 +330,6 @@ def transform(model: LDAModel, corpus, *, out: str | Path | None = None, overwri
 
 def write_mixtures(mix: TopicMixtures, out: Path) -> None:
     """Write topic mixtures as parquet, atomically (temporary file, then rename)."""
-    import os
-
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -339,13 +337,8 @@ def write_mixtures(mix: TopicMixtures, out: Path) -> None:
     theta = pa.FixedSizeListArray.from_arrays(pa.array(mix.theta.astype(np.float32).ravel()), k)
     table = pa.table({"doc_id": pa.array(mix.doc_ids.astype(str)), "theta": theta.cast(pa.list_(pa.float32())),
                       "n_tokens": pa.array(mix.n_tokens.astype(np.int64)), "status": pa.array(mix.status.astype(str))})
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.parent / f".{out.name}.tmp"
-    try:
+    with atomic_file(out) as tmp:
         pq.write_table(table, tmp)
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def export(model: LDAModel, corpus, out: str | Path, *, overwrite: bool = False, **open_kw) -> Path:

@@ -47,6 +47,19 @@ def atomic_directory(path: str | Path, overwrite: bool = False):
         raise
 
 
+@contextlib.contextmanager
+def atomic_file(path: str | Path):
+    """Yield a temporary sibling path that replaces ``path`` only when the block succeeds."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex[:8]}"
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def check_output_dir(path: str | Path, overwrite: bool = False) -> Path:
     """Fail early (before any work) if ``path`` exists, is not empty, and may not be replaced."""
     path = Path(path)
