@@ -139,7 +139,9 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
             vocab_size: int | None = None, workers: int | None = None, backend: str = "ray",
             address: str | None = None, seed: int | None = None, refine: int = 0, eta: float | None = None,
             coherence: bool = True, out: str | Path | None = None, overwrite: bool = False,
-            progress: bool = True, cpus_per_worker: float | None = None, **solver) -> LDAModel:
+            progress: bool = True, cpus_per_worker: float | None = None, epsilon: float | None = None,
+            delta: float | None = None, mechanism: str = "auto", refine_budget: float = 0.25,
+            length_cap: int = 100, reproducible: bool = False, public_corpus=None, **solver) -> LDAModel:
     """Fit a spectral LDA (or single-topic) model, optionally refined by variational EM.
 
     Parameters
@@ -179,6 +181,21 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
         Show a progress bar over passes and iterations.
     cpus_per_worker : float, optional
         CPUs each Ray actor reserves (default 1, less if ``workers`` exceeds the CPUs).
+    epsilon, delta : float, optional
+        Make the fit (ε, δ)-differentially private for replace-one-document
+        neighbours (:mod:`distdp.private_fit`); ``delta`` is then required.
+    mechanism : str
+        Private mechanism (:data:`distdp.private_fit.MECHANISMS`); ``auto``:
+        ``whitened`` for k ≤ 100, else ``power``.
+    refine_budget : float
+        Fraction of the private budget given to the EM iterations (``refine > 0``).
+    length_cap : int
+        Public cap on tokens per document in private EM and token count.
+    reproducible : bool
+        Private mode with a seeded noise generator: the arithmetic of a private
+        fit, reported as NOT private. Required to pass ``seed`` with ``epsilon``.
+    public_corpus : optional
+        A corpus you declare public, on which a private fit's coherence is measured.
     **solver
         Further :class:`distdp.pipeline.SpectralParams` fields (``eigensolver``,
         ``eig_iters``, ``oversample``, ``tensor``, ``method``, ``n_restarts``, ``n_iters``).
@@ -190,6 +207,17 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
     t_start = time.perf_counter()
     if out is not None:
         check_output_dir(out, overwrite)
+    if epsilon is not None or delta is not None:
+        from distdp import private_fit
+
+        return private_fit.fit_lda_private(
+            corpus, k, alpha0=alpha0, model=model, vocab=vocab, vocab_size=vocab_size, workers=workers,
+            backend=backend, address=address, seed=seed, refine=refine, eta=eta, out=out, overwrite=overwrite,
+            progress=progress, cpus_per_worker=cpus_per_worker, epsilon=epsilon, delta=delta, mechanism=mechanism,
+            refine_budget=refine_budget, length_cap=length_cap, reproducible=reproducible,
+            public_corpus=public_corpus, coherence=coherence, t_start=t_start, **solver)
+    if reproducible:
+        raise ValueError("reproducible applies to private fits only (give epsilon and delta)")
     params = pipeline.SpectralParams(k=k, alpha0=alpha0, model=model, **solver)
     if refine and model != "lda":
         raise ValueError("refine (variational EM) applies to model='lda' only")

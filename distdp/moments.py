@@ -151,7 +151,8 @@ class M2ProductPartial:
         return M2ProductPartial(self.e2 + other.e2, self.q + other.q)
 
 
-def m2_product_partial(counts: sp.csr_matrix, omega: np.ndarray, q_scale: float | None = None) -> M2ProductPartial:
+def m2_product_partial(counts: sp.csr_matrix, omega: np.ndarray, q_scale: float | None = None,
+                       doc_scale: np.ndarray | None = None) -> M2ProductPartial:
     """Partial sums of ``M2 Ω`` from a shard's eligible documents (never d×d).
 
     ``Σ_n m2_n Ω = Cᵀ(w2 ∘ CΩ) − (Cᵀw2) ∘ Ω`` and
@@ -168,8 +169,12 @@ def m2_product_partial(counts: sp.csr_matrix, omega: np.ndarray, q_scale: float 
         The block to multiply.
     q_scale : float, optional
         Fold ``q_scale · Σ m1 m1ᵀ Ω`` into ``e2``.
+    doc_scale : ndarray (n,), optional
+        Per-document factors on ``m2_n`` (the clipping of the private fit).
     """
     w1, w2, _ = doc_weights(doc_lengths(counts))
+    if doc_scale is not None:
+        w2 = w2 * doc_scale
     c_omega = np.asarray(counts @ omega)
     ct = counts.T  # a CSC view: scattering into d×p rows is ~5× faster than a transposed CSR copy
     diag = (ct @ w2)[:, None] * omega

@@ -21,6 +21,7 @@ so that noise can be added at any edge without changing this loop:
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import functools
 import operator
 import time
@@ -227,7 +228,7 @@ def fit_spectral(backend: Backend, vocab_size: int, params: SpectralParams, rng:
     W_ref = backend.broadcast(W)
     weights = moments.TensorWeights(N, params.moment_alpha0)
     implicit = params.use_implicit()
-    key = int(rng.integers(2 ** 62))  # names this W in the shards' projection caches
+    key = matrix_key(W)
 
     with st.timed("whitened_tensor"):
         tp = _sum(backend.call("tensor_partial", W_ref, weights, not implicit, key))
@@ -255,6 +256,11 @@ def fit_spectral(backend: Backend, vocab_size: int, params: SpectralParams, rng:
              "n_tokens": fp.n_tokens, "vocab_size": d, "n_shards": backend.n_shards,
              "tensor_path": "implicit" if implicit else "explicit"}
     return SpectralResult(topic_word, alpha, wh.eigenvalues, np.asarray(lam), stats, st.timings)
+
+
+def matrix_key(W: np.ndarray) -> str:
+    """A digest of ``W`` that names it in the shards' projection caches (same W, same key)."""
+    return hashlib.blake2b(np.ascontiguousarray(W).tobytes(), digest_size=16).hexdigest()
 
 
 class _ImplicitTensor:

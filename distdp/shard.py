@@ -13,6 +13,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from distdp import moments, refine
+from distdp.privacy import lda_private
 
 
 @dataclass
@@ -70,11 +71,17 @@ class Shard:
         self._Y = None
         self._gamma_key = None
         self._gamma = None
+        self._norms = None
+        self._clip3 = None
 
     @property
     def vocab_size(self) -> int:
         """Number of columns ``d``."""
         return int(self.counts.shape[1])
+
+    def row_count(self) -> int:
+        """Number of documents (rows) of the shard: public under replace-one neighbours."""
+        return self.n_total
 
     def first_pass(self, omega: np.ndarray) -> FirstPass:
         """Counts, ``Σ m1_n`` and the partial ``M2 Ω0`` in one pass."""
@@ -111,16 +118,83 @@ class Shard:
         Y = self._project(W, key)
         return moments.cube_apply_partial(self.counts, Y, weights, U)
 
+    # ------------------------------------------------------------------ private spectral fit
+    # Unnormalised sums of clipped per-document statistics
+    # (:mod:`distdp.privacy.lda_private`); the coordinator adds the noise.
+    def _doc_norms(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._norms is None:
+            self._norms = lda_private.doc_norms(self.counts)
+        return self._norms
+
+    def private_counts(self, length_cap: int, m1_edges: np.ndarray, m2_edges: np.ndarray) -> np.ndarray:
+        """``[n_used, Σ min(l_n, L)/L, hist ‖m1_n‖, hist ‖m2_n‖_F]`` over documents with ≥ 3 tokens."""
+        lengths = moments.doc_lengths(self.counts)
+        ok = lengths >= moments.MIN_DOC_LENGTH
+        n1, n2 = self._doc_norms()
+        head = [float(ok.sum()), float(np.minimum(lengths, length_cap).sum()) / length_cap]
+        return np.concatenate([head, lda_private.histogram(n1[ok], m1_edges),
+                               lda_private.histogram(n2[ok], m2_edges)])
+
+    def private_m1(self, clip1: float) -> np.ndarray:
+        """``Σ_n f_n m1_n`` (d,), ``f_n = min(1, C1/‖m1_n‖)``."""
+        w1 = moments.doc_weights(moments.doc_lengths(self.counts))[0]
+        return np.asarray(self.counts.T @ (w1 * lda_private.clip_factors(self._doc_norms()[0], clip1))).ravel()
+
+    def private_m2_product(self, omega: np.ndarray, clip2: float) -> np.ndarray:
+        """``(Σ_n g_n m2_n) Ω`` (d×p), ``g_n = min(1, C2/‖m2_n‖_F)``."""
+        g = lda_private.clip_factors(self._doc_norms()[1], clip2)
+        return moments.m2_product_partial(self.counts, omega, doc_scale=g).e2
+
+    def private_tensor_bounds(self, W: np.ndarray, edges: np.ndarray, key=None) -> np.ndarray:
+        """Histogram of the bounds ``B_n`` on ``‖m3_n(W,W,W)‖_F`` over documents with ≥ 3 tokens."""
+        B = lda_private.tensor_norm_bound(self.counts, W, self._project(W, key))
+        ok = moments.doc_lengths(self.counts) >= moments.MIN_DOC_LENGTH
+        return lda_private.histogram(B[ok], edges)
+
+    def _clipped_tensor(self, W: np.ndarray, clip3: float, key, with_cube: bool) -> moments.WhitenedTensor:
+        ident = (key, clip3, with_cube)
+        if key is None or self._clip3 is None or self._clip3[0] != ident:
+            Y = self._project(W, key)
+            h = lda_private.clip_factors(lda_private.tensor_norm_bound(self.counts, W, Y), clip3)
+            weights = lda_private.ClippedRawWeights(h)
+            tp = moments.tensor_partial(self.counts, W, weights, with_cube=with_cube, Y=Y)
+            wt = moments.WhitenedTensor(W, tp, np.zeros(self.vocab_size), moments.TensorWeights(3, 0.0))
+            self._clip3 = (ident, weights, wt)
+        return self._clip3[1], self._clip3[2]
+
+    def private_tensor(self, W: np.ndarray, clip3: float, key=None) -> np.ndarray:
+        """``Σ_n h_n m3_n(W,W,W)`` (k,k,k), ``h_n = min(1, C3/B_n)``."""
+        return self._clipped_tensor(W, clip3, key, True)[1].dense()
+
+    def private_cube_apply(self, W: np.ndarray, clip3: float, U: np.ndarray, key=None) -> np.ndarray:
+        """``(Σ_n h_n m3_n(W,W,W))(I,u,u)`` for every column of ``U`` (k×L): O(n k L)."""
+        weights, wt = self._clipped_tensor(W, clip3, key, False)
+        Y = self._project(W, key)
+        w1, w2, w3 = moments.doc_weights(moments.doc_lengths(self.counts))
+        return moments.cube_apply(Y, weights.omega(w1, w2, w3), U) + wt.correction_apply(U)
+
+    def dense_moments(self):
+        """Dense moment sums of the papers' small-vocabulary mechanisms (:mod:`distdp.privacy.lda_dense`)."""
+        from distdp.privacy import lda_dense
+
+        return lda_dense.dense_moment_partial(self.counts)
+
     # ------------------------------------------------------------------ variational EM
     def e_step(self, exp_elog_beta: np.ndarray, elog_beta: np.ndarray, alpha: np.ndarray, key=None,
-               max_iter: int = 100, tol: float = 1e-3) -> tuple:
+               max_iter: int = 100, tol: float = 1e-3, length_cap: float | None = None) -> tuple:
         """E-step on every document: ``(sstats k×d, doc_bound, n_docs, inner iterations)``.
 
         γ is kept between calls with the same ``key`` (warm start of the next
-        EM iteration); after a restart it is re-initialised.
+        EM iteration); after a restart it is re-initialised. With
+        ``length_cap = L`` (private EM) a document longer than L has its counts
+        scaled by ``L/l``, so its statistics sum to at most L.
         """
         warm = self._gamma if (key is not None and key == self._gamma_key) else None
-        res = refine.e_step(self.counts, exp_elog_beta, alpha, warm, max_iter, tol, True, elog_beta)
+        counts = self.counts
+        if length_cap is not None:
+            scale = np.minimum(1.0, length_cap / np.maximum(moments.doc_lengths(counts), 1.0))
+            counts = sp.csr_matrix(sp.diags(scale) @ counts)
+        res = refine.e_step(counts, exp_elog_beta, alpha, warm, max_iter, tol, True, elog_beta)
         self._gamma, self._gamma_key = res.gamma, key
         return res.sstats, res.doc_bound, self.n_total, res.iterations
 

@@ -34,6 +34,20 @@ def register(sub) -> None:
     p.add_argument("--eta", type=float, help="topic-word Dirichlet smoothing of the EM (default 1/k)")
     p.add_argument("--no-coherence", action="store_true", help="skip the NPMI coherence pass")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    d = p.add_argument_group("differential privacy (one document, replace-one neighbours)")
+    d.add_argument("--epsilon", type=float, help="make the fit (epsilon, delta)-DP")
+    d.add_argument("--delta", type=float, help="δ of the guarantee (required with --epsilon)")
+    d.add_argument("--mechanism", default="auto",
+                   choices=["auto", "whitened", "power", "config1", "config1-paper", "config2", "config3",
+                            "config4", "agn", "avn"],
+                   help="auto: whitened (k ≤ 100) or power; config*/agn/avn: small vocabularies (papers)")
+    d.add_argument("--refine-budget", type=float, default=0.25,
+                   help="fraction of the budget for the --refine EM iterations")
+    d.add_argument("--length-cap", type=int, default=100,
+                   help="public cap on tokens per document (private EM, token count)")
+    d.add_argument("--reproducible", action="store_true",
+                   help="allow --seed in private mode: the result is then reported as NOT private")
+    d.add_argument("--public-corpus", help="corpus declared public on which a private fit's coherence is measured")
     p.set_defaults(func=run)
 
     def model_command(name, help_text, func):
@@ -65,11 +79,20 @@ def run(args) -> int:
                     backend="local" if args.local else "ray", seed=args.seed, out=args.out,
                     overwrite=args.overwrite, progress=not args.no_progress, tensor=args.tensor,
                     method=args.method, eigensolver=args.eigensolver, n_restarts=args.restarts,
-                    n_iters=args.iters, refine=args.refine, eta=args.eta, coherence=not args.no_coherence)
+                    n_iters=args.iters, refine=args.refine, eta=args.eta, coherence=not args.no_coherence,
+                    epsilon=args.epsilon, delta=args.delta, mechanism=args.mechanism,
+                    refine_budget=args.refine_budget, length_cap=args.length_cap, reproducible=args.reproducible,
+                    public_corpus=args.public_corpus)
     print(model.format_top_words(), end="")
     t = model.info["timings_s"]
-    print(f"wrote {args.out}  ({model.info['corpus']['n_docs_used']} documents; "
+    used = model.info["corpus"].get("n_docs_used", model.info["corpus"].get("n_docs"))
+    print(f"wrote {args.out}  ({used} documents; "
           f"fit {t['total'] - t['read']:.2f}s after {t['read']:.2f}s starting workers and reading)")
+    pv = model.info["privacy"]
+    if "epsilon" in pv:
+        status = "private" if pv["private"] else f"NOT private ({pv['guarantee']})"
+        print(f"privacy: {status}; epsilon = {pv['epsilon']:.4g} at delta = {pv['delta']:.3g} "
+              f"({pv['mechanism']}, {len(pv['ledger'])} ledger entries in model.json)")
     return 0
 
 

@@ -1,0 +1,316 @@
+"""Math of the scalable private spectral LDA fit (pure numpy/scipy; no Ray, no IO).
+
+The private pipeline (:mod:`distdp.private_pipeline`) releases, in order,
+each through the Gaussian mechanism with the sensitivity stated here under
+replace-one-document neighbours (the number of documents ``N`` is public;
+which of them have ≥ 3 tokens is not):
+
+1. ``counts``: ``[n_used, tokens_capped/L, hist(‖m1_n‖), hist(‖m2_n‖_F)]``
+   — a document moves ``n_used`` by ≤ 1, the capped token count by ≤ L
+   (hence ≤ 1 after dividing by the public cap ``L``), and each histogram in
+   at most two bins by 1: ℓ2 sensitivity ``√(1 + 1 + 2 + 2) = √6``.
+2. ``m1``: ``Σ_n f_n m1_n`` with ``f_n = min(1, C1/‖m1_n‖)``: nonnegative
+   vectors of norm ≤ C1, so two of them differ by ≤ ``√2·C1`` (their inner
+   product is ≥ 0).
+3. ``m2_whitening`` (once per subspace iteration): ``(Σ_n g_n m2_n) Q`` with
+   ``g_n = min(1, C2/‖m2_n‖_F)`` and ``Q`` orthonormal: nonnegative matrices
+   of Frobenius norm ≤ C2 differ by ≤ ``√2·C2``, and ``‖ΔQ‖_F ≤ ‖Δ‖_F‖Q‖₂``
+   (the noisy power method of Hardt & Price 2014 on the raw second moment).
+4. ``tensor_bounds``: ``hist(B_n)``, ``B_n`` the bound below on the norm of a
+   document's whitened third moment: sensitivity ``√2``.
+5. ``whitened_tensor`` (explicit) or ``tensor_apply`` (once per power
+   iteration): ``Σ_n h_n m3_n(W,W,W)`` with ``h_n = min(1, C3/B_n)``; two
+   clipped documents differ by ≤ ``2·C3`` in Frobenius norm, which bounds
+   the unique-entry vector too, and ``‖T(I,U,U)‖_F ≤ ‖T‖_F ‖U‖₂²``.
+
+Only the *raw* moments ``E[x1⊗x2]``, ``E[x1⊗x2⊗x3]`` and ``M1`` are released;
+the α0 corrections of LDA (SPEC §4) are post-processing of the releases, with
+the Gaussian noise's own bias removed in closed form (:func:`assemble_tensor`).
+This avoids the α0-dependent sensitivity of the corrected moments, which is
+(1 + 2a2) times larger for M2 and (2 + 12 a3 + 6 b3)/2 times for T.
+
+The clip bounds ``C1, C2, C3`` are quantiles of the per-document norms read
+off noisy histograms (releases 1 and 4) on public log-spaced grids; clipping
+down-weights the few most concentrated documents, a bias traded for noise.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+from distdp import moments
+from distdp.privacy import accounting, mechanisms
+
+__all__ = [
+    "STAGES", "COUNT_SENSITIVITY", "PrivateSpectralConfig", "StageNoise", "plan_noise",
+    "log_grid", "histogram", "quantile_from_histogram", "doc_norms", "tensor_norm_bound",
+    "clip_factors", "assemble_tensor", "assemble_tensor_apply", "em_sensitivity",
+]
+
+#: Release stages of the spectral fit, in order, and their default share of the Gaussian budget (μ²).
+STAGES = ("counts", "m1", "m2_whitening", "tensor_bounds", "whitened_tensor")
+#: Measured (benchmarks/lda_privacy_utility.py): the whitening's noise dominates the error.
+DEFAULT_SHARES = {"counts": 0.01, "m1": 0.04, "m2_whitening": 0.85, "tensor_bounds": 0.01,
+                  "whitened_tensor": 0.09}
+
+#: ℓ2 sensitivity of the first release (see the module docstring).
+COUNT_SENSITIVITY = math.sqrt(6.0)
+#: ℓ2 sensitivity of a histogram of one value per document under replace-one.
+HISTOGRAM_SENSITIVITY = math.sqrt(2.0)
+
+#: Public grids: log-spaced bins for ‖m1_n‖, ‖m2_n‖_F ∈ (0, 1] and for B_n relative to r³.
+NORM_GRID = (2.0 ** -24, 1.0, 96)
+TENSOR_GRID = (2.0 ** -40, 2.0 ** 4, 176)
+
+
+@dataclass(frozen=True)
+class PrivateSpectralConfig:
+    """What a private spectral fit releases and how its budget is split.
+
+    Parameters
+    ----------
+    epsilon, delta : float
+        Budget of the spectral stage (all of it Gaussian: calibrated exactly).
+    mechanism : {"whitened", "power"}
+        ``"whitened"``: one noisy k×k×k tensor; ``"power"``: the distributed
+        DP power method, noise on each ``Σ_shards T(I,U,U)``.
+    eig_iters : int
+        Noisy subspace iterations on M2 (releases of ``M2 Q``).
+    power_iters : int
+        Releases of the power method (``"power"`` only).
+    quantile : float
+        Quantile of the per-document norms used as clip bound.
+    length_cap : int
+        Public cap ``L`` on the tokens counted per document in the token total.
+    shares : dict
+        Fraction of the Gaussian budget (in μ², which adds exactly) per stage.
+    """
+
+    epsilon: float
+    delta: float
+    mechanism: str = "whitened"
+    eig_iters: int = 3
+    power_iters: int = 12
+    quantile: float = 0.9
+    length_cap: int = 100
+    shares: dict = field(default_factory=lambda: dict(DEFAULT_SHARES))
+
+    def validate(self) -> None:
+        """Raise ``ValueError`` naming the bad parameter."""
+        mechanisms.check_epsilon(self.epsilon)
+        mechanisms.check_delta(self.delta)
+        if self.mechanism not in ("whitened", "power"):
+            raise ValueError(f"mechanism must be 'whitened' or 'power', got {self.mechanism!r}")
+        for name in ("eig_iters", "power_iters", "length_cap"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or int(v) != v or v < 1:
+                raise ValueError(f"{name} must be an integer ≥ 1, got {v!r}")
+        if not 0 < self.quantile <= 1:
+            raise ValueError(f"quantile must be in (0, 1], got {self.quantile!r}")
+        if set(self.shares) != set(STAGES) or not all(v > 0 for v in self.shares.values()):
+            raise ValueError(f"shares must give a positive fraction to each of {STAGES}, got {self.shares!r}")
+
+    def releases(self, stage: str) -> int:
+        """How many Gaussian releases ``stage`` makes."""
+        if stage == "m2_whitening":
+            return int(self.eig_iters) + 1
+        if stage == "whitened_tensor" and self.mechanism == "power":
+            return int(self.power_iters)
+        return 1
+
+
+@dataclass(frozen=True)
+class StageNoise:
+    """Noise multiplier (σ / sensitivity) of each release of one stage."""
+
+    stage: str
+    multiplier: float
+    count: int
+
+
+def plan_noise(config: PrivateSpectralConfig, extra: dict | None = None, accounting_mode: str = "tight") -> dict:
+    """Noise multipliers of every stage, calibrated jointly to ``(epsilon, delta)``.
+
+    Gaussian releases compose exactly: multipliers ``m_s`` (``c_s`` releases
+    each) are together one Gaussian mechanism with ``1/m² = Σ c_s/m_s²``
+    (μ-GDP, Dong, Roth & Su 2019). The smallest ``m`` that is
+    ``(ε, δ)``-DP under PLD accounting (what the ledger certifies) is split by
+    the shares: ``c_s/m_s² = share_s/m²``.
+
+    Parameters
+    ----------
+    config : PrivateSpectralConfig
+    extra : dict, optional
+        More stages ``{name: (share, count)}`` sharing the same budget
+        (the EM refinement's iterations).
+    accounting_mode : {"tight", "basic"}
+        ``"basic"`` reproduces the papers' recipe: ε split by the shares and
+        evenly over a stage's releases, δ evenly over all releases, each
+        release calibrated alone (analytic Gaussian); the ledger then
+        certifies a smaller ε than requested.
+
+    Returns
+    -------
+    dict
+        ``{stage: StageNoise}``.
+    """
+    config.validate()
+    stages = {s: (config.shares[s], config.releases(s)) for s in STAGES}
+    stages.update(extra or {})
+    total = sum(share for share, _ in stages.values())
+    if accounting_mode == "basic":
+        n_rel = sum(count for _, count in stages.values())
+        return {s: StageNoise(s, mechanisms.analytic_gaussian_sigma(config.epsilon * share / total / count,
+                                                                    config.delta / n_rel), count)
+                for s, (share, count) in stages.items()}
+    if accounting_mode != "tight":
+        raise ValueError(f"accounting must be 'tight' or 'basic', got {accounting_mode!r}")
+    m = accounting.calibrate_gaussian_multiplier(config.epsilon, config.delta, 1, "pld")
+    return {s: StageNoise(s, m * math.sqrt(count * total / share), count)
+            for s, (share, count) in stages.items()}
+
+
+# --------------------------------------------------------------------------- clip bounds
+
+def log_grid(lo: float, hi: float, n_bins: int) -> np.ndarray:
+    """``n_bins + 1`` log-spaced bin edges from ``lo`` to ``hi``."""
+    return np.geomspace(lo, hi, n_bins + 1)
+
+
+def histogram(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Counts of ``values`` per bin; values outside the grid go to the end bins."""
+    idx = np.searchsorted(edges, values, side="right") - 1
+    return np.bincount(np.clip(idx, 0, len(edges) - 2), minlength=len(edges) - 1).astype(np.float64)
+
+
+def quantile_from_histogram(noisy_counts: np.ndarray, edges: np.ndarray, q: float) -> float:
+    """Upper edge of the first bin where the cumulative (noisy, floored at 0) mass reaches ``q``.
+
+    Post-processing of a noisy histogram: with no positive mass the largest
+    edge is returned (no clipping, the most noise).
+    """
+    c = np.maximum(np.asarray(noisy_counts, dtype=np.float64), 0.0)
+    total = c.sum()
+    if total <= 0:
+        return float(edges[-1])
+    i = int(np.searchsorted(np.cumsum(c), q * total, side="left"))
+    return float(edges[min(i, len(c) - 1) + 1])
+
+
+def doc_norms(counts: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
+    """``‖m1_n‖₂`` and ``‖m2_n‖_F`` of every document (0 for documents shorter than 3 tokens).
+
+    ``‖c cᵀ − diag c‖_F² = (Σc²)² − 2Σc³ + Σc²``: O(nnz).
+    """
+    w1, w2, _ = moments.doc_weights(moments.doc_lengths(counts))
+    c = counts.copy()
+    c.data = c.data ** 2
+    s2 = np.asarray(c.sum(axis=1)).ravel()
+    c.data = counts.data ** 3
+    s3 = np.asarray(c.sum(axis=1)).ravel()
+    return w1 * np.sqrt(s2), w2 * np.sqrt(np.maximum(s2 * s2 - 2.0 * s3 + s2, 0.0))
+
+
+def tensor_norm_bound(counts: sp.csr_matrix, W: np.ndarray, Y: np.ndarray | None = None) -> np.ndarray:
+    """An upper bound ``B_n`` on ``‖m3_n(W,W,W)‖_F`` for every document, O(nnz + n k).
+
+    ``l(l−1)(l−2)·m3_n(W,W,W) = y⊗3 − sym3(P⊗y) + 2 Σ_i c_i w_i⊗3`` with
+    ``y = Wᵀc``, ``P = Σ_i c_i w_i w_iᵀ`` (SPEC §4), so by the triangle inequality
+    ``B_n = (‖y‖³ + 3‖y‖ Σ c_i‖w_i‖² + 2 Σ c_i ‖w_i‖³) / (l(l−1)(l−2))``.
+    """
+    _, _, w3 = moments.doc_weights(moments.doc_lengths(counts))
+    if Y is None:
+        Y = np.asarray(counts @ W)
+    rn = np.sqrt(np.einsum("ij,ij->i", W, W))
+    ny = np.sqrt(np.einsum("ij,ij->i", Y, Y))
+    return w3 * (ny ** 3 + 3.0 * ny * (counts @ rn ** 2) + 2.0 * (counts @ rn ** 3))
+
+
+def clip_factors(norms: np.ndarray, bound: float) -> np.ndarray:
+    """``min(1, bound / norm)`` per document (1 where the norm is 0)."""
+    norms = np.asarray(norms, dtype=np.float64)
+    return np.where(norms > bound, bound / np.where(norms > 0, norms, 1.0), 1.0)
+
+
+# --------------------------------------------------------------------------- assembling T
+
+def assemble_tensor(e3: np.ndarray, e2w: np.ndarray, m: np.ndarray, gram: np.ndarray,
+                    m1_var: float, alpha0: float) -> np.ndarray:
+    """LDA's whitened ``M3(W,W,W)`` from released raw moments, debiased for the M1 noise.
+
+    ``M3 = E3 − a3·sym3(E2⊗M1) + b3·M1⊗3`` (SPEC §4 with ``a3 = α0/(α0+2)``,
+    ``b3 = 2α0²/((α0+1)(α0+2))``). With ``m̂ = Wᵀ(M1 + η)``, ``η ~ N(0, v I)``
+    independent of the other releases, ``E[m̂⊗3] = m⊗3 + v·sym3((WᵀW)⊗m)``
+    and ``E[sym3(Ê2⊗m̂)] = sym3(E2⊗m)``, so the estimate below is unbiased
+    for the plug-in moment.
+
+    Parameters
+    ----------
+    e3 : ndarray (k,k,k)
+        Released ``E3(W,W,W)``.
+    e2w : ndarray (k,k)
+        ``E2(W,W)`` (post-processing of the M2 releases).
+    m : ndarray (k,)
+        ``Wᵀ M̂1``.
+    gram : ndarray (k,k)
+        ``WᵀW``.
+    m1_var : float
+        Per-entry variance ``v`` of the M1 noise.
+    alpha0 : float
+    """
+    coef = moments.MomentCoefficients(alpha0)
+    cube = m[:, None, None] * m[None, :, None] * m[None, None, :]
+    return (e3 - coef.a3 * moments.sym3_outer(e2w, m)
+            + coef.b3 * (cube - m1_var * moments.sym3_outer(gram, m)))
+
+
+def assemble_tensor_apply(e3u: np.ndarray, U: np.ndarray, e2w: np.ndarray, m: np.ndarray,
+                          gram: np.ndarray, m1_var: float, alpha0: float) -> np.ndarray:
+    """:func:`assemble_tensor` contracted as ``(I, u, u)`` for each column of ``U`` (k×L).
+
+    ``sym3(P⊗y)(I,u,u) = 2 (Pu)(y·u) + y (uᵀPu)``.
+    """
+    coef = moments.MomentCoefficients(alpha0)
+
+    def sym_apply(P):
+        PU = P @ U
+        return 2.0 * PU * (m @ U)[None, :] + m[:, None] * np.einsum("kl,kl->l", U, PU)[None, :]
+
+    mu = m @ U
+    return (e3u - coef.a3 * sym_apply(e2w)
+            + coef.b3 * (m[:, None] * (mu * mu)[None, :] - m1_var * sym_apply(gram)))
+
+
+def em_sensitivity(length_cap: float) -> float:
+    """ℓ2 sensitivity of the EM statistics ``Σ_n c̃_n ∘ φ_n`` (k×d) with lengths capped at ``L``.
+
+    A document's statistics are nonnegative and sum to its (capped) length
+    ``≤ L``, so their Frobenius norm is ≤ L and two of them differ by ≤ ``√2·L``.
+    """
+    return math.sqrt(2.0) * float(length_cap)
+
+
+@dataclass(frozen=True)
+class ClippedRawWeights:
+    """Per-document weights of ``Σ_n h_n m3_n(W,W,W)`` (the raw third moment, clipped).
+
+    Duck-types :class:`distdp.moments.TensorWeights` with ``α0 = 0`` and ``N = 1``
+    (unnormalised sums), each document's weights multiplied by its clip factor ``h_n``.
+    """
+
+    h: np.ndarray
+
+    def omega(self, w1, w2, w3):
+        """Weight of ``y_n⊗3``."""
+        return self.h * w3
+
+    def v(self, w1, w2, w3):
+        """Weight of ``sym3(P_n⊗y_n)``."""
+        return -self.h * w3
+
+    def diag(self, w3):
+        """Weight of ``Σ_i c_ni w_i⊗3``."""
+        return 2.0 * self.h * w3

@@ -1,0 +1,289 @@
+"""The coordinator of the private spectral fit and of private EM (SPEC §1, §5).
+
+Pure like :mod:`distdp.pipeline`: shards are reached through a ``Backend``.
+The shards return unnormalised sums of clipped per-document statistics; the
+coordinator adds Gaussian noise once per release, records it in the
+:class:`~distdp.privacy.ledger.PrivacyLedger`, and derives everything else
+by post-processing. The releases and their sensitivities are listed in
+:mod:`distdp.privacy.lda_private`.
+
+Mechanisms:
+
+* ``"whitened"`` — private whitening by the noisy power method on the raw
+  second moment (Hardt & Price 2014), then one noisy ``E3(W,W,W)`` (k×k×k,
+  symmetric noise on its unique entries), decomposed without further cost.
+* ``"power"`` — the same whitening, then the distributed DP tensor power
+  method: each iteration releases ``Σ_shards E3(I,U,U)`` for the k current
+  vectors (orthogonal iteration), never forming the k×k×k tensor.
+
+Nothing data-dependent steers the computation unless it was released:
+the number of used documents, the clip bounds and every eigensolver step
+are functions of noisy releases only; the number of passes and iterations
+is fixed in advance.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from distdp import lda, moments, refine, whitening
+from distdp.pipeline import Backend, RefineResult, SpectralParams, SpectralResult, _Stages, _sum, matrix_key
+from distdp.privacy import accounting, lda_private, mechanisms
+from distdp.privacy.ledger import PrivacyLedger, Release
+from distdp.tensor.power import robust_power_method
+
+NEIGHBOUR = "replace one document (number of documents public)"
+
+
+@dataclass
+class PrivateSpectral:
+    """A private spectral fit: the result, its ledger and the released constants.
+
+    Attributes
+    ----------
+    result : SpectralResult
+        Only released or public quantities in ``stats``.
+    ledger : PrivacyLedger
+    n_docs_hat : float
+        Noisy number of documents with ≥ 3 tokens (the moments' normaliser).
+    tokens_hat : float
+        Noisy total of the tokens, each document capped at ``length_cap``.
+    clip : dict
+        The clip bounds ``C1, C2, C3`` read off the noisy histograms.
+    """
+
+    result: SpectralResult
+    ledger: PrivacyLedger
+    n_docs_hat: float
+    tokens_hat: float
+    clip: dict
+
+
+class _Noise:
+    """Adds the planned Gaussian noise at the coordinator and records each stage once."""
+
+    def __init__(self, plan: dict, rng: np.random.Generator, ledger: PrivacyLedger):
+        self.plan, self.rng, self.ledger = plan, rng, ledger
+        self._recorded: set = set()
+
+    def add(self, stage: str, value: np.ndarray, sensitivity: float, *, record_sensitivity=None,
+            note: str = "", symmetric3: bool = False) -> np.ndarray:
+        """``value`` + noise of σ = multiplier × ``sensitivity``; the first call of a stage records it."""
+        sn = self.plan[stage]
+        sigma = sn.multiplier * sensitivity
+        if stage not in self._recorded:
+            self._recorded.add(stage)
+            self.ledger.record(Release(
+                stage, "gaussian", record_sensitivity if record_sensitivity is not None else float(sensitivity),
+                f"{sn.multiplier:.6g} × sensitivity" if record_sensitivity is not None else float(sigma),
+                sn.count, accounting.gaussian_event(sn.multiplier, sn.count), NEIGHBOUR, note))
+        if symmetric3:
+            return value + mechanisms.symmetric_tensor_noise(value.shape[0], sigma, self.rng)
+        return value + mechanisms.gaussian_noise(np.shape(value), sigma, self.rng)
+
+
+def _orthonormal(rng: np.random.Generator, n: int, p: int) -> np.ndarray:
+    return np.linalg.qr(rng.standard_normal((n, p)))[0]
+
+
+def _release_counts(backend, config, noise, n_total):
+    """Release 1: used-document count, capped token total and the norm histograms → N̂, tokens, C1, C2."""
+    e1, e2 = lda_private.log_grid(*lda_private.NORM_GRID), lda_private.log_grid(*lda_private.NORM_GRID)
+    raw = _sum(backend.call("private_counts", config.length_cap, e1, e2))
+    noisy = noise.add("counts", raw, lda_private.COUNT_SENSITIVITY,
+                      note="[n_used, Σ min(l, L)/L, histogram ‖m1_n‖, histogram ‖m2_n‖_F]")
+    n_hat = float(np.clip(noisy[0], 3.0, n_total))
+    tokens_hat = max(float(noisy[1]) * config.length_cap, 3.0 * n_hat)
+    nb = len(e1) - 1
+    c1 = lda_private.quantile_from_histogram(noisy[2:2 + nb], e1, config.quantile)
+    c2 = lda_private.quantile_from_histogram(noisy[2 + nb:], e2, config.quantile)
+    return n_hat, tokens_hat, c1, c2
+
+
+def _private_whitening(backend, d, k, p, coef, n_hat, m1, m1_var, c2, config, noise, rng, st):
+    """Noisy subspace iteration on ``M2 = E2 − a2 M̂1M̂1ᵀ + a2 v I``; returns (Whitening, E2(W,W))."""
+    sens = math.sqrt(2.0) * c2
+    Q = _orthonormal(rng, d, p)
+    for i in range(config.eig_iters + 1):
+        e2q = noise.add("m2_whitening", _sum(backend.call("private_m2_product", backend.broadcast(Q), c2)), sens,
+                        note=f"(Σ g_n m2_n) Q, Q orthonormal d×{p}; noisy power method (Hardt & Price 2014)") / n_hat
+        m2q = e2q - coef.a2 * np.outer(m1, m1 @ Q) + coef.a2 * m1_var * Q
+        st.step("whitening", i + 1, config.eig_iters + 1)
+        if i < config.eig_iters:
+            Q = np.linalg.qr(m2q)[0]
+    B = Q.T @ m2q
+    vals, vecs = np.linalg.eigh(0.5 * (B + B.T))
+    try:
+        wh = whitening.top_k_from_symmetric(vals, Q @ vecs, k)
+    except ValueError as err:
+        raise ValueError(f"the privacy budget cannot be met: the noisy second moment does not support k={k} "
+                         f"topics ({err}). Use a larger epsilon, more documents or a smaller k.") from None
+    # ≈ the top eigenvalue of pure noise: 2σ√d for a symmetric Gaussian matrix, σ(√d+√p) for a d×p block.
+    noise_level = 2.0 * noise.plan["m2_whitening"].multiplier * sens / n_hat * (math.sqrt(d) + math.sqrt(p))
+    if wh.eigenvalues[-1] <= noise_level:
+        raise ValueError(
+            f"the privacy budget cannot be met: the k-th eigenvalue of the noisy second moment, "
+            f"{wh.eigenvalues[-1]:.3g}, is below the spectral norm of its noise, ≈ {noise_level:.3g} "
+            f"(2σ(√d + √p), public), so the top-{k} subspace would be noise. Use a larger epsilon, more "
+            f"documents, a smaller vocabulary or a smaller k.")
+    V = vecs[:, np.argsort(vals)[::-1][:k]]
+    E = 0.5 * (Q.T @ e2q + (Q.T @ e2q).T)
+    e2w = (V.T @ E @ V) / np.sqrt(np.outer(wh.eigenvalues, wh.eigenvalues))
+    return wh, e2w
+
+
+def _tensor_clip(backend, W, key, config, noise) -> float:
+    """Release 4: histogram of the per-document tensor-norm bounds → C3."""
+    r = float(np.sqrt(np.einsum("ij,ij->i", W, W)).max())
+    lo, hi, nb = lda_private.TENSOR_GRID
+    edges = lda_private.log_grid(lo * r ** 3, hi * r ** 3, nb)
+    hist = _sum(backend.call("private_tensor_bounds", backend.broadcast(W), edges, key))
+    noisy = noise.add("tensor_bounds", hist, lda_private.HISTOGRAM_SENSITIVITY,
+                      note="histogram of B_n ≥ ‖m3_n(W,W,W)‖_F on a grid scaled by max row norm of W (public)")
+    return lda_private.quantile_from_histogram(noisy, edges, config.quantile)
+
+
+def _explicit_tensor(backend, W_ref, c3, key, n_hat, assemble, noise):
+    e3 = noise.add("whitened_tensor", _sum(backend.call("private_tensor", W_ref, c3, key)), 2.0 * c3,
+                   note="Σ h_n m3_n(W,W,W), symmetric noise on the C(k+2,3) unique entries", symmetric3=True)
+    return assemble(e3 / n_hat)
+
+
+def _power_iterations(backend, W_ref, k, c3, key, n_hat, assemble_apply, config, noise, rng, st):
+    """Orthogonal iteration with one noisy ``Σ_shards E3(I,U,U)`` per step; eigenpairs from the last release."""
+    U = _orthonormal(rng, k, k)
+    for it in range(config.power_iters):
+        raw = _sum(backend.call("private_cube_apply", W_ref, c3, U, key))
+        scale = float(np.linalg.norm(U, 2)) ** 2
+        Z = noise.add("whitened_tensor", raw, 2.0 * c3 * scale, record_sensitivity=f"2·C3·‖U‖₂² = {2.0 * c3:.6g}·‖U‖₂²",
+                      note="Σ_shards E3(I,u,u) for the k current vectors, one release per power iteration")
+        TU = assemble_apply(Z / n_hat, U)
+        lam = np.einsum("kl,kl->l", U, TU)
+        st.step("power_iteration", it + 1, config.power_iters)
+        if it < config.power_iters - 1:
+            Qm, R = np.linalg.qr(TU)
+            U = Qm * np.where(np.diag(R) < 0, -1.0, 1.0)[None, :]
+    sign = np.where(lam < 0, -1.0, 1.0)
+    lam, V = lam * sign, U * sign[None, :]
+    order = np.argsort(lam)[::-1]
+    return lam[order], V[:, order]
+
+
+def fit_spectral_private(backend: Backend, vocab_size: int, params: SpectralParams,
+                         config: lda_private.PrivateSpectralConfig, rng: np.random.Generator,
+                         ledger: PrivacyLedger | None = None, plan: dict | None = None,
+                         progress: Callable | None = None) -> PrivateSpectral:
+    """Private spectral LDA / single-topic fit (module docstring).
+
+    Parameters
+    ----------
+    backend : Backend
+    vocab_size : int
+    params : SpectralParams
+        ``k``, ``alpha0``, ``model``, ``oversample`` and (for the robust
+        decomposition of the released tensor) ``n_restarts``, ``n_iters``.
+    config : PrivateSpectralConfig
+    rng : numpy.random.Generator
+        Noise and random starts: :func:`~distdp.privacy.mechanisms.private_generator`
+        in private mode.
+    ledger : PrivacyLedger, optional
+        Appended to (e.g. after a vocabulary release).
+    plan : dict, optional
+        Noise multipliers from :func:`~distdp.privacy.lda_private.plan_noise`
+        (when the budget is shared with private EM).
+
+    Raises
+    ------
+    ValueError
+        Bad parameters, or a budget that the data cannot support (noisy σ_k ≤ 0).
+    """
+    params.validate(vocab_size)
+    config.validate()
+    k, d = params.k, vocab_size
+    ledger = ledger if ledger is not None else PrivacyLedger()
+    noise = _Noise(plan or lda_private.plan_noise(config), rng, ledger)
+    st = _Stages(progress)
+    coef = moments.MomentCoefficients(params.moment_alpha0)
+    p = min(d, k + (params.oversample if params.oversample is not None else 10))
+    n_total = int(sum(backend.call("row_count")))
+    if n_total < max(3, k + 1):
+        raise ValueError(f"too few documents: {n_total}; need at least max(3, k+1) = {max(3, k + 1)}")
+
+    with st.timed("pass1_stats"):
+        n_hat, tokens_hat, c1, c2 = _release_counts(backend, config, noise, n_total)
+        sens1 = math.sqrt(2.0) * c1
+        m1 = noise.add("m1", _sum(backend.call("private_m1", c1)), sens1, note="Σ f_n m1_n") / n_hat
+        m1_var = (noise.plan["m1"].multiplier * sens1 / n_hat) ** 2
+    st.step("pass1_stats")
+    with st.timed("whitening"):
+        wh, e2w = _private_whitening(backend, d, k, p, coef, n_hat, m1, m1_var, c2, config, noise, rng, st)
+    W = wh.W
+    W_ref = backend.broadcast(W)
+    key = matrix_key(W)
+    m, gram = W.T @ m1, W.T @ W
+    with st.timed("whitened_tensor"):
+        c3 = _tensor_clip(backend, W_ref, key, config, noise)
+    with st.timed("decomposition"):
+        if config.mechanism == "whitened":
+            T = _explicit_tensor(backend, W_ref, c3, key, n_hat,
+                                 lambda e3: lda_private.assemble_tensor(e3, e2w, m, gram, m1_var, params.moment_alpha0),
+                                 noise)
+            kwargs = {k_: v for k_, v in (("n_restarts", params.n_restarts), ("n_iters", params.n_iters)) if v}
+            res = robust_power_method(T, k, rng=rng, **kwargs)
+            lam, V = np.asarray(res.eigenvalues), np.asarray(res.eigenvectors)
+        else:
+            lam, V = _power_iterations(
+                backend, W_ref, k, c3, key, n_hat,
+                lambda e3u, U: lda_private.assemble_tensor_apply(e3u, U, e2w, m, gram, m1_var, params.moment_alpha0),
+                config, noise, rng, st)
+    with st.timed("recovery"):
+        topic_word, alpha = lda.recover_parameters(lam, V, wh.unwhiten, params.alpha0, params.model)
+    stats = {"n_docs": n_total, "n_docs_used_noisy": n_hat, "n_tokens_noisy": tokens_hat, "vocab_size": d,
+             "n_shards": backend.n_shards, "tensor_path": "implicit" if config.mechanism == "power" else "explicit",
+             "clip": {"m1": c1, "m2": c2, "m3": c3}}
+    result = SpectralResult(topic_word, alpha, wh.eigenvalues, np.asarray(lam), stats, st.timings)
+    return PrivateSpectral(result, ledger, n_hat, tokens_hat, {"m1": c1, "m2": c2, "m3": c3})
+
+
+def refine_em_private(backend: Backend, topic_word: np.ndarray, alpha: np.ndarray, tokens_hat: float,
+                      n_iter: int, eta: float, length_cap: float, multiplier: float, rng: np.random.Generator,
+                      ledger: PrivacyLedger, progress: Callable | None = None, max_inner: int = 100,
+                      tol: float = 1e-3) -> RefineResult:
+    """Private batch variational EM: Gaussian noise on each iteration's summed statistics.
+
+    Each shard runs the E-step with documents longer than ``length_cap``
+    scaled down to it; the coordinator sums ``Σ_n c̃_n ∘ φ_n`` (k×d), adds
+    ``N(0, (multiplier·√2·L)²)`` once, floors at 0 and sets ``λ = η + that``.
+    The per-document γ/φ, the evidence bound and the inner iteration counts
+    stay on the shards (``elbo`` and ``inner_iterations`` are empty).
+    """
+    if n_iter < 0:
+        raise ValueError(f"refine (EM iterations) must be ≥ 0, got {n_iter}")
+    if not (np.isfinite(eta) and eta > 0):
+        raise ValueError(f"eta (topic-word smoothing) must be > 0, got {eta}")
+    if n_iter == 0:
+        return RefineResult(refine.init_lambda(topic_word, alpha, tokens_hat, eta), [], [], [])
+    sens = lda_private.em_sensitivity(length_cap)
+    ledger.record(Release("em_sstats", "gaussian", sens, multiplier * sens, n_iter,
+                          accounting.gaussian_event(multiplier, n_iter), NEIGHBOUR,
+                          f"Σ_n c̃_n∘φ_n (k×d) per EM iteration, documents scaled to ≤ {length_cap:g} tokens"))
+    lam = refine.init_lambda(topic_word, alpha, tokens_hat, eta)
+    key = time.time_ns()
+    secs = []
+    for t in range(n_iter):
+        t0 = time.perf_counter()
+        elog = refine.dirichlet_expectation(lam)
+        eeb = np.exp(elog)
+        parts = backend.call("e_step", backend.broadcast(eeb), backend.broadcast(elog), alpha, key, max_inner, tol,
+                             float(length_cap))
+        sstats = eeb * _sum([p_[0] for p_ in parts])
+        noisy = sstats + mechanisms.gaussian_noise(sstats.shape, multiplier * sens, rng)
+        lam = eta + np.maximum(noisy, 0.0)
+        secs.append(time.perf_counter() - t0)
+        if progress is not None:
+            progress("refine", t + 1, n_iter)
+    return RefineResult(lam, [], [], secs)

@@ -1,0 +1,326 @@
+"""Private spectral LDA and private EM (distdp.privacy.lda_private, distdp.private_pipeline, distdp.private_fit)."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from scipy import stats
+
+from distdp import api, lda, moments
+from distdp.cli import main
+from distdp.private_pipeline import _Noise
+from distdp.privacy import lda_private, mechanisms
+from distdp.privacy.ledger import PrivacyLedger
+from distdp.shard import Shard
+from distdp.synthetic import sample_corpus
+
+D = 7  # vocabulary of the property tests
+K = 3
+
+
+def csr(rows):
+    """(n, D) CSR counts from a list of count vectors."""
+    return sp.csr_matrix(np.asarray(rows, dtype=float).reshape(len(rows), D))
+
+
+doc = st.lists(st.integers(0, 6), min_size=D, max_size=D)
+adversarial = st.sampled_from([
+    [9, 0, 0, 0, 0, 0, 0],          # every token on one word
+    [3, 0, 0, 0, 0, 0, 0],          # the shortest usable document, one word
+    [1, 1, 1, 0, 0, 0, 0],          # three distinct words
+    [1, 1, 0, 0, 0, 0, 0],          # too short: contributes nothing
+    [0, 0, 0, 0, 0, 0, 0],          # empty
+    [40, 30, 0, 0, 0, 0, 0],        # long and concentrated
+])
+corpora = st.tuples(st.lists(doc, min_size=2, max_size=10), st.one_of(doc, adversarial),
+                    st.integers(0, 9), st.integers(0, 2 ** 31 - 1))
+
+
+def neighbours(data):
+    """Two corpora that differ in one document (row ``i`` replaced), and a public seed."""
+    rows, new, i, seed = data
+    i %= len(rows)
+    other = list(rows)
+    other[i] = new
+    return Shard(csr(rows)), Shard(csr(other)), np.random.default_rng(seed)
+
+
+def public_W(rng):
+    """A whitening matrix with rows of very different norms (as from a released M2)."""
+    return rng.standard_normal((D, K)) * rng.uniform(0.1, 5.0, size=(D, 1))
+
+
+# ------------------------------------------------------------------ sensitivities (replace one document)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(corpora, st.floats(0.01, 1.0), st.floats(0.001, 1.0))
+def test_first_releases_sensitivity(data, c1, c2):
+    a, b, rng = neighbours(data)
+    e = lda_private.log_grid(*lda_private.NORM_GRID)
+    diff = a.private_counts(10, e, e) - b.private_counts(10, e, e)
+    assert np.linalg.norm(diff) <= lda_private.COUNT_SENSITIVITY + 1e-12
+    assert np.linalg.norm(a.private_m1(c1) - b.private_m1(c1)) <= math.sqrt(2) * c1 * (1 + 1e-9)
+    Q = np.linalg.qr(rng.standard_normal((D, 4)))[0]
+    dm2 = a.private_m2_product(Q, c2) - b.private_m2_product(Q, c2)
+    assert np.linalg.norm(dm2) <= math.sqrt(2) * c2 * (1 + 1e-9)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(corpora, st.floats(0.01, 1.0))
+def test_tensor_releases_sensitivity(data, c3_scale):
+    a, b, rng = neighbours(data)
+    W = public_W(rng)
+    r3 = float(np.sqrt((W ** 2).sum(1)).max()) ** 3
+    c3 = c3_scale * r3
+    edges = lda_private.log_grid(r3 * 2.0 ** -40, 16 * r3, 176)
+    assert np.linalg.norm(a.private_tensor_bounds(W, edges) - b.private_tensor_bounds(W, edges)) <= math.sqrt(2)
+    dT = a.private_tensor(W, c3) - b.private_tensor(W, c3)
+    assert np.linalg.norm(dT) <= 2 * c3 * (1 + 1e-9)
+    assert np.linalg.norm(mechanisms.unique_entries(dT)) <= 2 * c3 * (1 + 1e-9)
+    U = rng.standard_normal((K, 5))  # any block: the bound scales with ‖U‖₂²
+    dTU = a.private_cube_apply(W, c3, U) - b.private_cube_apply(W, c3, U)
+    assert np.linalg.norm(dTU) <= 2 * c3 * np.linalg.norm(U, 2) ** 2 * (1 + 1e-9)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(corpora)
+def test_tensor_norm_bound_bounds_each_document(data):
+    rows, _, _, seed = data
+    W = public_W(np.random.default_rng(seed))
+    C = csr(rows)
+    B = lda_private.tensor_norm_bound(C, W)
+    for n in range(C.shape[0]):
+        one = Shard(C[n])
+        exact = one.private_tensor(W, np.inf)  # h = 1: the document's m3_n(W,W,W)
+        assert np.linalg.norm(exact) <= B[n] * (1 + 1e-9) + 1e-12
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(corpora, st.integers(1, 30))
+def test_em_statistics_sensitivity(data, cap):
+    a, b, rng = neighbours(data)
+    beta = rng.dirichlet(np.ones(D), size=K)
+    elog = np.log(beta)
+    alpha = np.full(K, 0.5)
+    sa = np.exp(elog) * a.e_step(np.exp(elog), elog, alpha, None, 50, 1e-6, float(cap))[0]
+    sb = np.exp(elog) * b.e_step(np.exp(elog), elog, alpha, None, 50, 1e-6, float(cap))[0]
+    assert np.linalg.norm(sa - sb) <= lda_private.em_sensitivity(cap) * (1 + 1e-9)
+
+
+def test_neighbour_reaches_the_m1_and_m2_bounds():
+    # The bounds are attained (so they are not loose by construction): two
+    # one-word documents on different words, both clipped to the bound.
+    a, b = Shard(csr([[9, 0, 0, 0, 0, 0, 0]])), Shard(csr([[0, 9, 0, 0, 0, 0, 0]]))
+    assert np.linalg.norm(a.private_m1(0.5) - b.private_m1(0.5)) == pytest.approx(math.sqrt(2) * 0.5)
+    Q = np.eye(D)
+    assert np.linalg.norm(a.private_m2_product(Q, 0.5) - b.private_m2_product(Q, 0.5)) == \
+        pytest.approx(math.sqrt(2) * 0.5)
+
+
+# ------------------------------------------------------------------ math pieces
+def test_assembled_tensor_equals_lda_moment_in_expectation_of_noise():
+    # Without noise the assembly is the plug-in LDA tensor; the plug-in and
+    # the U-statistic differ by O(1/N): |ΔT| ≲ a few · max|T| / N at N = 4000.
+    c = sample_corpus(4000, 40, 3, np.random.default_rng(1), alpha0=0.5)
+    sh = Shard(c.counts)
+    n = int((moments.doc_lengths(c.counts) >= 3).sum())
+    W = np.random.default_rng(2).standard_normal((40, 3))
+    tw = moments.TensorWeights(n, 0.5)
+    fp = sh.first_pass(np.eye(40))
+    T = moments.WhitenedTensor(W, moments.tensor_partial(c.counts, W, tw), fp.m1_sum, tw).dense()
+    m1 = sh.private_m1(np.inf) / n
+    e2w = W.T @ (sh.private_m2_product(W, np.inf) / n)
+    T2 = lda_private.assemble_tensor(sh.private_tensor(W, np.inf) / n, e2w, W.T @ m1, W.T @ W, 0.0, 0.5)
+    assert np.abs(T - T2).max() <= 10 * np.abs(T).max() / n
+    U = np.random.default_rng(3).standard_normal((3, 4))
+    applied = lda_private.assemble_tensor_apply(sh.private_cube_apply(W, np.inf, U) / n, U, e2w, W.T @ m1,
+                                                W.T @ W, 0.0, 0.5)
+    np.testing.assert_allclose(applied, np.einsum("ijk,jl,kl->il", T2, U, U), atol=1e-10)
+
+
+def test_m1_noise_debiasing_is_exact():
+    # E[m̂⊗3] = m⊗3 + v·sym3(G⊗m): averaging the debiased cube over many
+    # draws converges to m⊗3 (Monte Carlo error ~ v^(3/2)/√draws, far below 0.02).
+    rng = np.random.default_rng(4)
+    W = rng.standard_normal((6, 2))
+    m1, v = rng.uniform(0, 1, 6), 0.3
+    draws = m1 + rng.normal(0, math.sqrt(v), size=(200_000, 6))
+    m_hat = draws @ W
+    cube = np.einsum("ni,nj,nk->ijk", m_hat, m_hat, m_hat) / len(m_hat)
+    sym = np.mean([moments.sym3_outer(W.T @ W, x) for x in m_hat[:20_000]], axis=0)
+    m = W.T @ m1
+    target = np.einsum("i,j,k->ijk", m, m, m)
+    assert np.abs(cube - v * sym - target).max() < 0.05 * np.abs(target).max()
+
+
+def test_quantile_from_histogram():
+    edges = lda_private.log_grid(1e-3, 1.0, 30)
+    vals = np.random.default_rng(5).uniform(0.01, 0.5, 10_000)
+    q = lda_private.quantile_from_histogram(lda_private.histogram(vals, edges), edges, 0.9)
+    i = np.searchsorted(edges, np.quantile(vals, 0.9))
+    assert edges[i - 1] <= q <= edges[i + 1]
+    assert lda_private.quantile_from_histogram(-np.ones(30), edges, 0.9) == edges[-1]
+
+
+def test_budget_split_composes_to_the_request():
+    cfg = lda_private.PrivateSpectralConfig(1.0, 1e-6)
+    plan = lda_private.plan_noise(cfg, {"em_sstats": (0.3, 5)})
+    inv = sum(s.count / s.multiplier ** 2 for s in plan.values())
+    m = math.sqrt(1 / inv)
+    assert mechanisms.gaussian_epsilon(m, 1e-6) == pytest.approx(1.0, rel=1e-4)
+    basic = lda_private.plan_noise(cfg, accounting_mode="basic")
+    assert all(b.multiplier > plan[s].multiplier for s, b in basic.items())
+
+
+def test_noise_is_gaussian_with_the_recorded_scale():
+    plan = lda_private.plan_noise(lda_private.PrivateSpectralConfig(1.0, 1e-6))
+    ledger = PrivacyLedger()
+    noise = _Noise(plan, np.random.default_rng(6), ledger)
+    z = noise.add("m1", np.zeros(20_000), 0.7)
+    sigma = ledger.releases[0].noise_scale
+    assert sigma == pytest.approx(plan["m1"].multiplier * 0.7)
+    assert stats.kstest(z / sigma, "norm").pvalue > 1e-3  # fixed seed; rejects a wrong scale by 1% at this n
+    T = noise.add("whitened_tensor", np.zeros((4, 4, 4)), 1.0, symmetric3=True)
+    np.testing.assert_allclose(T, T.transpose(1, 0, 2))
+    np.testing.assert_allclose(T, T.transpose(0, 2, 1))
+
+
+def _audit(plan, noise_factor: float, runs: int, rng) -> float:
+    """Empirical lower bound on ε of the m1 release for the worst-case neighbouring pair.
+
+    ``runs`` noisy releases on each corpus (noise multiplied by
+    ``noise_factor``); likelihood-ratio threshold tests on the projection onto
+    the difference; Clopper–Pearson (99%) bounds on their error rates give
+    ``ε ≥ log((TPR − δ)/FPR)`` for the best threshold.
+    """
+    delta = 1e-6
+    a = Shard(csr([[9, 0, 0, 0, 0, 0, 0], [1, 2, 3, 0, 0, 0, 0]]))
+    b = Shard(csr([[0, 9, 0, 0, 0, 0, 0], [1, 2, 3, 0, 0, 0, 0]]))
+    xa, xb = a.private_m1(0.5), b.private_m1(0.5)
+    sens = math.sqrt(2) * 0.5 * noise_factor
+    ra = np.array([_Noise(plan, rng, PrivacyLedger()).add("m1", xa, sens) for _ in range(runs)])
+    rb = np.array([_Noise(plan, rng, PrivacyLedger()).add("m1", xb, sens) for _ in range(runs)])
+    u = (xa - xb) / np.linalg.norm(xa - xb)
+    pa, pb = ra @ u, rb @ u
+    best = 0.0
+    for t in np.quantile(np.concatenate([pa, pb]), np.linspace(0.02, 0.98, 49)):
+        n_b, n_a = int((pb > t).sum()), int((pa > t).sum())
+        fp = stats.beta.ppf(0.995, n_b + 1, runs - n_b)        # upper bound on P_b(reject)
+        tp = stats.beta.ppf(0.005, n_a, runs - n_a + 1) if n_a else 0.0  # lower bound on P_a(reject)
+        if tp - delta > 0 and fp > 0:
+            best = max(best, math.log((tp - delta) / fp))
+    return best
+
+
+def test_black_box_audit_stays_below_the_claim():
+    # The audit of the real release stays below the release's ε; the same
+    # audit flags a release whose noise is 4× too small (its lower bound
+    # exceeds the claim), so it has the power to catch a miscalibration.
+    plan = lda_private.plan_noise(lda_private.PrivateSpectralConfig(8.0, 1e-6))
+    claimed = mechanisms.gaussian_epsilon(plan["m1"].multiplier, 1e-6)
+    rng = np.random.default_rng(7)
+    assert _audit(plan, 1.0, 5000, rng) <= claimed
+    assert _audit(plan, 0.25, 5000, rng) > claimed
+
+
+# ------------------------------------------------------------------ end to end
+@pytest.fixture(scope="module")
+def corpus_p():
+    return sample_corpus(20_000, 200, 5, np.random.default_rng(7), alpha0=1.0)
+
+
+@pytest.mark.parametrize("mechanism", ["whitened", "power"])
+def test_large_epsilon_recovers_topics(corpus_p, mechanism):
+    # Five seeds measured L1 0.023–0.027 (whitened/power) at ε = 50 against
+    # 0.016 non-private: clipping at the 0.9 quantile costs a little bias.
+    # Tolerance: 2× the non-private error.
+    base = api.fit_lda(corpus_p.counts, 5, backend="local", seed=0, progress=False, coherence=False)
+    m = api.fit_lda(corpus_p.counts, 5, backend="local", epsilon=50, delta=1e-6, seed=1, reproducible=True,
+                    progress=False, mechanism=mechanism)
+    err = lda.matched_l1(m.topic_word, corpus_p.topic_word)[0]
+    assert err <= 2 * lda.matched_l1(base.topic_word, corpus_p.topic_word)[0]
+    pv = m.info["privacy"]
+    assert not pv["private"] and pv["guarantee"].startswith("none")
+
+
+def test_ledger_total_equals_budget_and_report(corpus_p):
+    m = api.fit_lda(corpus_p.counts, 5, backend="local", epsilon=2.0, delta=1e-6, refine=2, progress=False)
+    pv = m.info["privacy"]
+    assert pv["private"] and pv["guarantee"] == "proven" and pv["noise_source"] == "OS entropy"
+    assert 2.0 * (1 - 1e-6) <= pv["epsilon"] <= 2.0 and pv["delta"] == 1e-6
+    stages = [r["stage"] for r in pv["ledger"]]
+    assert stages == ["counts", "m1", "m2_whitening", "tensor_bounds", "whitened_tensor", "em_sstats"]
+    em = pv["ledger"][-1]
+    assert em["count"] == 2 and em["sensitivity"] == pytest.approx(lda_private.em_sensitivity(100))
+    assert "refine" not in m.info and "n_docs_used" not in m.info["corpus"]
+    assert "omitted" in m.info["coherence"]
+    rebuilt = PrivacyLedger.from_dict({"releases": pv["ledger"]})
+    assert rebuilt.epsilon(1e-6) == pytest.approx(pv["epsilon"])
+
+
+@pytest.mark.parametrize("kwargs, needle", [
+    ({"epsilon": 1.0}, "both epsilon and delta"),
+    ({"epsilon": 1.0, "delta": 1e-6, "seed": 3}, "reproducible"),
+    ({"epsilon": 1.0, "delta": 1e-6, "mechanism": "laplace"}, "mechanism must be one of"),
+    ({"epsilon": -1.0, "delta": 1e-6}, "epsilon"),
+    ({"epsilon": 1.0, "delta": 1.5}, "delta"),
+    ({"epsilon": 1.0, "delta": 1e-6, "refine": 2, "refine_budget": 1.0}, "refine_budget"),
+    ({"epsilon": 1.0, "delta": 1e-6, "length_cap": 0}, "length_cap"),
+    ({"reproducible": True}, "private fits only"),
+])
+def test_bad_private_parameters(corpus_p, kwargs, needle):
+    with pytest.raises(ValueError, match=needle):
+        api.fit_lda(corpus_p.counts[:2000], 5, backend="local", progress=False, **kwargs)
+
+
+def test_budget_that_cannot_be_met_fails_clearly():
+    c = sample_corpus(300, 200, 5, np.random.default_rng(8))
+    with pytest.raises(ValueError, match="privacy budget cannot be met"):
+        api.fit_lda(c.counts, 5, backend="local", epsilon=0.05, delta=1e-6, progress=False, seed=0,
+                    reproducible=True)
+
+
+def test_cli_private_fit(tmp_path, capsys):
+    assert main(["make-corpus", str(tmp_path / "c"), "--docs", "5000", "--vocab-size", "150", "--topics", "3",
+                 "--seed", "1"]) == 0
+    assert main(["fit-lda", str(tmp_path / "c"), "--k", "3", "--out", str(tmp_path / "m"), "--local",
+                 "--epsilon", "4", "--delta", "1e-6", "--no-progress"]) == 0
+    assert "privacy: private; epsilon = 4" in capsys.readouterr().out
+    pv = json.loads((tmp_path / "m" / "model.json").read_text())["privacy"]
+    assert {"epsilon", "delta", "accounting", "unit", "ledger"} <= set(pv)
+
+
+def test_vocabulary_built_from_private_text_is_reported(tmp_path):
+    from distdp.io.corpus import write_corpus
+
+    c = sample_corpus(3000, 100, 3, np.random.default_rng(9))
+    meta = {"vocab_from_private_data": True}
+    write_corpus(tmp_path / "c", c.counts, 1, [f"w{i}" for i in range(100)], None,
+                 {"prepare.json": lambda p: p.write_text(json.dumps(meta))})
+    m = api.fit_lda(str(tmp_path / "c"), 3, backend="local", epsilon=8, delta=1e-6, progress=False)
+    pv = m.info["privacy"]
+    assert not pv["private"] and "WITHOUT differential privacy" in pv["vocabulary"]["source"]
+
+
+@pytest.mark.parametrize("mechanism, proven", [("config1", True), ("agn", True), ("avn", True), ("config2", False),
+                                               ("config1-paper", True)])
+def test_dense_mechanisms_through_fit_lda(mechanism, proven):
+    # The papers' small-vocabulary mechanisms (distdp.privacy.lda_dense) behind the same API and report;
+    # only the ones whose sensitivities hold unconditionally claim a guarantee.
+    c = sample_corpus(5000, 20, 3, np.random.default_rng(10))
+    m = api.fit_lda(c.counts, 3, backend="local", epsilon=200.0, delta=1e-6, mechanism=mechanism, progress=False)
+    pv = m.info["privacy"]
+    assert pv["private"] is proven
+    assert pv["guarantee"] == ("proven" if proven else "paper claim, conditions unchecked")
+    assert pv["epsilon"] <= 200.0 * (1 + 1e-9) and pv["ledger"]
+    assert m.topic_word.shape == (3, 20)
+
+
+def test_dense_mechanisms_refuse_large_vocabularies():
+    c = sample_corpus(500, 3000, 3, np.random.default_rng(11))
+    with pytest.raises(ValueError, match="whitened"):
+        api.fit_lda(c.counts, 3, backend="local", epsilon=1.0, delta=1e-6, mechanism="agn", progress=False)
