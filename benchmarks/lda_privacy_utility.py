@@ -62,11 +62,17 @@ def scalable_fit(be, d, k, mech, eps, acc, seed):
     return res.result.topic_word, res.ledger.epsilon(DELTA)
 
 
+_DENSE_CACHE: dict = {}
+
+
 def dense_fit(be, d, k, mech, eps, acc, seed):
     from distdp.pipeline import _sum
     from distdp.privacy import lda_dense
 
-    part = _sum(be.call("dense_moments"))
+    if id(be) not in _DENSE_CACHE:  # one pass per corpus; the mechanisms differ only after it
+        _DENSE_CACHE.clear()
+        _DENSE_CACHE[id(be)] = _sum(be.call("dense_moments"))
+    part = _DENSE_CACHE[id(be)]
     res = lda_dense.fit_dense(part, k, 1.0, mech, epsilon=eps, delta=DELTA, rng=np.random.default_rng(seed),
                               reproducible=True, accounting="tight" if acc == "tight" else "paper",
                               n_docs=sum(be.call("row_count")))

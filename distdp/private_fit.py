@@ -184,10 +184,12 @@ def _report(fit, oc, params, mech, epsilon, delta, spent, seed, reproducible, re
     total_delta = delta + vocab_delta
     privacy = {
         "private": bool(ledger.private and fit["guarantee"] == "proven"
-                        and not vocab_report.get("vocab_from_private_data", False)),
+                        and not vocab_report.get("vocab_from_private_data", False)
+                        and vocab_report.get("private", True)),
         "guarantee": fit["guarantee"], "mechanism": mech, "unit": UNIT,
         "requested": {"epsilon": epsilon, "delta": delta},
-        "epsilon": float(ledger.epsilon(total_delta)), "delta": total_delta, "epsilon_fit": float(spent),
+        # The vocabulary's thresholding adds its δ on top of the ledger's (ε, δ) (distdp.privacy.vocabulary).
+        "epsilon": float(ledger.epsilon(delta)), "delta": total_delta, "epsilon_fit": float(spent),
         "accounting": "tight: privacy loss distributions (Google dp-accounting), Gaussian releases composed "
                       "exactly (μ-GDP); noise multipliers calibrated jointly from (epsilon, delta)",
         "noise_source": "seeded generator (reproducible, NOT private)" if reproducible else "OS entropy",

@@ -30,9 +30,21 @@ def register(sub) -> None:
     v = p.add_mutually_exclusive_group()
     v.add_argument("--vocab", help="public vocabulary file (one word per line); other words are dropped")
     v.add_argument("--max-vocab", type=int, default=5000, help="build the vocabulary: top words by document frequency")
-    p.add_argument("--min-df", type=int, default=2, help="minimum document frequency of a built vocabulary's words")
+    p.add_argument("--min-df", type=int, default=2, help="minimum document frequency of a built vocabulary's words "
+                   "(not used by a DP selection)")
     p.add_argument("--shards", type=int, default=1)
     p.add_argument("--overwrite", action="store_true")
+    dp = p.add_argument_group(
+        "DP vocabulary selection", "choose the vocabulary from the text with (epsilon, delta)-differential privacy "
+        "(one document, replace-one neighbours): capped document frequencies + Gaussian noise + threshold, then "
+        "the --max-vocab largest; exclusive with --vocab. A later private fit adds this release to its ledger.")
+    dp.add_argument("--dp-vocab-epsilon", type=float, help="epsilon of the vocabulary selection")
+    dp.add_argument("--dp-vocab-delta", type=float, help="delta of the vocabulary selection (half for the threshold, "
+                    "half for the noise); required with --dp-vocab-epsilon")
+    dp.add_argument("--max-words-per-doc", type=int, help="public cap L0 on the distinct words one document "
+                    "contributes (default 100)")
+    dp.add_argument("--seed", type=int, help="seed the selection noise (needs --reproducible; NOT private)")
+    dp.add_argument("--reproducible", action="store_true", help="accept a seeded, non-private selection")
     p.set_defaults(func=run_prepare)
 
 
@@ -68,7 +80,14 @@ def run_prepare(args) -> int:
     from distdp.io.prepare import prepare
 
     res = prepare(args.input, args.text_column, args.out, args.vocab, args.max_vocab, args.min_df,
-                  args.id_column, args.shards, args.overwrite)
-    note = " (vocabulary built from this text: not private)" if res.vocab_from_data else ""
+                  args.id_column, args.shards, args.overwrite, dp_vocab_epsilon=args.dp_vocab_epsilon,
+                  dp_vocab_delta=args.dp_vocab_delta, max_words_per_doc=args.max_words_per_doc, seed=args.seed,
+                  reproducible=args.reproducible)
+    sel = res.vocab_selection
+    if sel is not None:
+        note = (f" (selected with ({sel.epsilon:g}, {sel.delta:g})-DP, L0 = {sel.max_words_per_doc}"
+                + ("" if args.seed is None else "; seeded noise: NOT private") + ")")
+    else:
+        note = " (vocabulary built from this text: not private)" if res.vocab_from_data else ""
     print(f"wrote {args.out}: {res.counts.shape[0]} documents, vocabulary {len(res.vocab)}{note}")
     return 0

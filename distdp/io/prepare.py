@@ -9,7 +9,25 @@ in at least ``min_df`` documents (ties broken alphabetically).
 
 A vocabulary built from a private corpus is itself a release of information
 about that corpus: such a corpus is marked in ``prepare.json`` and any privacy
-guarantee of a later fit excludes the vocabulary.
+guarantee of a later fit excludes the vocabulary. The third way is a
+vocabulary *selected with differential privacy* (``dp_vocab_epsilon``,
+:func:`distdp.privacy.vocabulary.dp_select_vocabulary`: capped document
+frequencies, Gaussian noise, a threshold, then the ``max_vocab`` largest;
+``min_df`` does not apply, the threshold replaces it). ``prepare.json`` then
+records the release under ``vocabulary_privacy`` and a later fit composes it
+(:func:`vocabulary_privacy`).
+
+``prepare.json`` keys about the vocabulary:
+
+- ``vocab_from_private_data``: true when the words were chosen from this text
+  (built, or DP-selected); false for a public vocabulary file.
+- ``vocab_dp``: true only for a DP selection.
+- ``vocabulary_privacy`` (DP selection only): ``mechanism``, ``epsilon``,
+  ``delta`` (total), ``delta_gaussian``, ``delta_threshold``,
+  ``max_words_per_doc``, ``max_vocab``, ``threshold``, ``noise_sigma``,
+  ``sensitivity``, ``n_candidates_released``, ``vocab_size``, ``neighbour``,
+  ``private`` (false with a seed), ``noise_source``, and ``release``
+  (:meth:`distdp.privacy.ledger.Release.to_dict`).
 """
 from __future__ import annotations
 
@@ -25,6 +43,11 @@ import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from distdp.io.corpus import load_vocab, write_corpus
+from distdp.privacy import mechanisms
+from distdp.privacy.vocabulary import DEFAULT_MAX_WORDS_PER_DOC, VocabularySelection, dp_select_vocabulary
+
+#: Name of the metadata file ``prepare`` writes into the corpus directory.
+PREPARE_JSON = "prepare.json"
 
 
 def stop_words() -> list[str]:
@@ -40,6 +63,65 @@ class PreparedCorpus:
     vocab: list[str]
     doc_ids: np.ndarray
     vocab_from_data: bool
+    vocab_selection: VocabularySelection | None = None
+
+
+@dataclass(frozen=True)
+class DPVocabOptions:
+    """Parameters of a DP vocabulary selection (see :func:`dp_vocab_options`).
+
+    Attributes
+    ----------
+    epsilon, delta : float
+        Budget of the selection (δ split half for the threshold, half for the noise).
+    max_words_per_doc : int
+        Public cap L0 on the distinct words one document contributes.
+    seed : int or None
+        Seed of the noise (reproducible, NOT private); ``None``: OS entropy.
+    """
+
+    epsilon: float
+    delta: float
+    max_words_per_doc: int = DEFAULT_MAX_WORDS_PER_DOC
+    seed: int | None = None
+
+    @property
+    def private(self) -> bool:
+        """True when the noise comes from OS entropy."""
+        return self.seed is None
+
+
+def dp_vocab_options(epsilon=None, delta=None, max_words_per_doc=None, seed=None, reproducible: bool = False,
+                     vocab=None) -> DPVocabOptions | None:
+    """Check the DP-vocabulary arguments of ``prepare``; ``None`` when no DP selection is asked.
+
+    Raises
+    ------
+    ValueError
+        With the offending option named: a public vocabulary and a DP
+        selection together; DP options without ``dp_vocab_epsilon``; a missing
+        or invalid δ; ε ≤ 0; L0 < 1; a seed without ``reproducible`` (or the reverse).
+    """
+    if epsilon is None:
+        given = [n for n, v in (("--dp-vocab-delta", delta), ("--max-words-per-doc", max_words_per_doc),
+                                ("--seed", seed), ("--reproducible", reproducible or None)) if v is not None]
+        if given:
+            raise ValueError(f"{', '.join(given)}: only for a DP vocabulary selection (add --dp-vocab-epsilon)")
+        return None
+    if vocab is not None:
+        raise ValueError("--vocab (a public vocabulary) and --dp-vocab-epsilon (a DP selection from the text) "
+                         "are mutually exclusive")
+    epsilon = mechanisms.check_epsilon(epsilon, "--dp-vocab-epsilon")
+    if delta is None:
+        raise ValueError("--dp-vocab-delta is required with --dp-vocab-epsilon (choose delta well below 1/N)")
+    delta = mechanisms.check_delta(delta, "--dp-vocab-delta")
+    l0 = DEFAULT_MAX_WORDS_PER_DOC if max_words_per_doc is None else max_words_per_doc
+    if isinstance(l0, bool) or int(l0) != l0 or l0 < 1:
+        raise ValueError(f"--max-words-per-doc must be an integer ≥ 1, got {max_words_per_doc!r}")
+    if (seed is not None) != bool(reproducible):
+        raise ValueError("a seed makes the vocabulary noise reproducible, and then the selection is not private: "
+                         "pass both --seed S and --reproducible, or neither")
+    return DPVocabOptions(epsilon, delta, int(l0), None if seed is None else int(seed))
 
 
 def read_text_column(path: str | Path, column: str, id_column: str | None = None) -> tuple[pa.Array, np.ndarray]:
@@ -75,11 +157,15 @@ def tokenize(text: pa.Array, min_length: int = 3, stop: list[str] | None = None)
     return parents[keep_np], pc.filter(tokens, keep)
 
 
+def encode_tokens(tokens: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(word index of each token, distinct words) by dictionary encoding."""
+    enc = pc.dictionary_encode(tokens).combine_chunks() if isinstance(tokens, pa.ChunkedArray) else pc.dictionary_encode(tokens)
+    return enc.indices.to_numpy(), np.asarray(enc.dictionary.to_pylist(), dtype=object)
+
+
 def build_vocab(doc_of: np.ndarray, tokens: pa.Array, max_vocab: int, min_df: int = 2) -> list[str]:
     """The ``max_vocab`` tokens of highest document frequency (≥ ``min_df``), ties alphabetical."""
-    enc = pc.dictionary_encode(tokens).combine_chunks() if isinstance(tokens, pa.ChunkedArray) else pc.dictionary_encode(tokens)
-    codes = enc.indices.to_numpy()
-    words = np.asarray(enc.dictionary.to_pylist(), dtype=object)
+    codes, words = encode_tokens(tokens)
     pairs = np.unique(doc_of.astype(np.int64) * len(words) + codes)
     df = np.bincount(pairs % len(words), minlength=len(words))
     eligible = np.flatnonzero(df >= min_df)
@@ -87,14 +173,50 @@ def build_vocab(doc_of: np.ndarray, tokens: pa.Array, max_vocab: int, min_df: in
     return [str(w) for w in words[eligible][order][:max_vocab]]
 
 
+def select_vocab_dp(doc_of: np.ndarray, tokens: pa.Array, max_vocab: int,
+                    options: DPVocabOptions) -> VocabularySelection:
+    """DP selection of at most ``max_vocab`` words (:func:`distdp.privacy.vocabulary.dp_select_vocabulary`)."""
+    codes, words = encode_tokens(tokens)
+    rng = None if options.seed is None else np.random.default_rng(options.seed)
+    sel = dp_select_vocabulary(doc_of, codes, words, epsilon=options.epsilon, delta=options.delta,
+                               max_words_per_doc=options.max_words_per_doc, max_vocab=max_vocab, rng=rng)
+    if len(sel.words) < 2:
+        raise ValueError(f"the DP vocabulary selection released {len(sel.words)} word(s) (noise sigma "
+                         f"{sel.sigma:.3g}, threshold {sel.threshold:.3g} documents): the corpus is too small for "
+                         "this budget; raise --dp-vocab-epsilon/--dp-vocab-delta, lower --max-words-per-doc, "
+                         "or give a public --vocab")
+    return sel
+
+
 def prepare_counts(text: pa.Array, doc_ids: np.ndarray, vocab: list[str] | None = None, max_vocab: int = 5000,
-                   min_df: int = 2, min_length: int = 3) -> PreparedCorpus:
-    """Tokenise ``text`` and count words over a given or data-built vocabulary."""
+                   min_df: int = 2, min_length: int = 3, dp_vocab: DPVocabOptions | None = None) -> PreparedCorpus:
+    """Tokenise ``text`` and count words over a given, data-built or DP-selected vocabulary.
+
+    Parameters
+    ----------
+    text : pyarrow.Array of str
+    doc_ids : ndarray
+    vocab : list of str, optional
+        Public vocabulary (other words dropped).
+    max_vocab : int
+        Size cap of a built or DP-selected vocabulary.
+    min_df : int
+        Minimum document frequency of a built vocabulary (not used by a DP selection).
+    min_length : int
+    dp_vocab : DPVocabOptions, optional
+        Select the vocabulary with differential privacy (exclusive with ``vocab``).
+    """
     if max_vocab < 2:
         raise ValueError(f"max_vocab must be ≥ 2, got {max_vocab}")
+    if vocab is not None and dp_vocab is not None:
+        raise ValueError("a public vocabulary and a DP vocabulary selection are mutually exclusive")
     doc_of, tokens = tokenize(text, min_length, stop_words())
     from_data = vocab is None
-    if from_data:
+    selection = None
+    if dp_vocab is not None:
+        selection = select_vocab_dp(doc_of, tokens, max_vocab, dp_vocab)
+        vocab = selection.words
+    elif from_data:
         vocab = build_vocab(doc_of, tokens, max_vocab, min_df)
         if len(vocab) < 2:
             raise ValueError(f"only {len(vocab)} word(s) occur in ≥ {min_df} documents; "
@@ -104,19 +226,81 @@ def prepare_counts(text: pa.Array, doc_ids: np.ndarray, vocab: list[str] | None 
     n, d = len(text), len(vocab)
     counts = sp.csr_matrix((np.ones(int(ok.sum())), (doc_of[ok], ids[ok].astype(np.int64))), shape=(n, d))
     counts.sum_duplicates()
-    return PreparedCorpus(counts, list(vocab), doc_ids, from_data)
+    return PreparedCorpus(counts, list(vocab), doc_ids, from_data, selection)
+
+
+def vocabulary_metadata(prepared: PreparedCorpus, vocab: str | Path | None, dp_vocab: DPVocabOptions | None) -> dict:
+    """The ``prepare.json`` entries describing where the vocabulary came from (module docstring)."""
+    sel = prepared.vocab_selection
+    if sel is None:
+        source = "built from this text (NOT private)" if prepared.vocab_from_data else f"given: {vocab}"
+        return {"vocab_source": source, "vocab_from_private_data": prepared.vocab_from_data, "vocab_dp": False}
+    noise = "OS entropy" if dp_vocab.private else f"seed {dp_vocab.seed} (reproducible, NOT private)"
+    privacy = {**sel.to_dict(), "private": bool(sel.private and dp_vocab.private), "noise_source": noise}
+    source = f"selected from this text with ({sel.epsilon:g}, {sel.delta:g})-DP ({privacy['mechanism']})"
+    return {"vocab_source": source,
+            "vocab_from_private_data": True, "vocab_dp": True, "vocabulary_privacy": privacy}
 
 
 def prepare(input_path: str | Path, text_column: str, out: str | Path, vocab: str | Path | None = None,
             max_vocab: int = 5000, min_df: int = 2, id_column: str | None = None, shards: int = 1,
-            overwrite: bool = False) -> PreparedCorpus:
-    """Turn a text column into a parquet corpus directory ``out`` (with ``vocab.txt``, ``prepare.json``)."""
+            overwrite: bool = False, *, dp_vocab_epsilon: float | None = None, dp_vocab_delta: float | None = None,
+            max_words_per_doc: int | None = None, seed: int | None = None,
+            reproducible: bool = False) -> PreparedCorpus:
+    """Turn a text column into a parquet corpus directory ``out`` (with ``vocab.txt``, ``prepare.json``).
+
+    With ``dp_vocab_epsilon`` (and ``dp_vocab_delta``, optionally
+    ``max_words_per_doc``, default 100) the vocabulary is selected with
+    differential privacy, noise from OS entropy unless ``seed`` and
+    ``reproducible`` are given (then ``prepare.json`` says it is not private).
+    Options are checked by :func:`dp_vocab_options` before any file is read.
+    """
+    options = dp_vocab_options(dp_vocab_epsilon, dp_vocab_delta, max_words_per_doc, seed, reproducible, vocab)
     text, ids = read_text_column(input_path, text_column, id_column)
-    prepared = prepare_counts(text, ids, load_vocab(vocab) if vocab else None, max_vocab, min_df)
+    prepared = prepare_counts(text, ids, load_vocab(vocab) if vocab else None, max_vocab, min_df, dp_vocab=options)
     meta = {"input": str(input_path), "text_column": text_column, "n_docs": int(prepared.counts.shape[0]),
-            "vocab_size": len(prepared.vocab), "vocab_source": "built from this text" if prepared.vocab_from_data
-            else f"given: {vocab}", "vocab_from_private_data": prepared.vocab_from_data,
+            "vocab_size": len(prepared.vocab), **vocabulary_metadata(prepared, vocab, options),
             "tokenizer": "lower-case, split on non-letters, length ≥ 3, English stop words removed"}
     write_corpus(out, prepared.counts, shards, prepared.vocab, prepared.doc_ids,
-                 {"prepare.json": lambda p: p.write_text(json.dumps(meta, indent=2) + "\n")}, overwrite=overwrite)
+                 {PREPARE_JSON: lambda p: p.write_text(json.dumps(meta, indent=2) + "\n")}, overwrite=overwrite)
     return prepared
+
+
+def vocabulary_privacy(corpus_dir: str | Path) -> dict | None:
+    """What a fit must know about a corpus's vocabulary, from its ``prepare.json``.
+
+    Parameters
+    ----------
+    corpus_dir : path
+        The corpus directory (or one of its parquet files: its directory is used).
+
+    Returns
+    -------
+    dict or None
+        - DP selection: the recorded ``vocabulary_privacy`` dict (``release`` is
+          a :meth:`~distdp.privacy.ledger.Release.to_dict`; the fit adds the
+          release to its ledger and ``delta_threshold`` to its total δ;
+          ``private`` is false when the selection noise was seeded).
+        - Vocabulary built from the data without DP:
+          ``{"vocab_from_private_data": True, "private": False}``.
+        - ``None``: public vocabulary, or no ``prepare.json`` (a corpus not made
+          by ``prepare``; its vocabulary is the caller's responsibility).
+
+    Raises
+    ------
+    ValueError
+        ``prepare.json`` is not valid JSON.
+    """
+    root = Path(corpus_dir)
+    path = (root if root.is_dir() else root.parent) / PREPARE_JSON
+    if not path.is_file():
+        return None
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not valid JSON ({exc})") from None
+    if "vocabulary_privacy" in meta:
+        return dict(meta["vocabulary_privacy"])
+    if meta.get("vocab_from_private_data", False):
+        return {"vocab_from_private_data": True, "private": False}
+    return None
