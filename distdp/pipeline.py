@@ -311,6 +311,14 @@ class RefineResult:
         return self.variational / self.variational.sum(axis=1, keepdims=True)
 
 
+def check_em_args(n_iter: int, eta: float) -> None:
+    """Reject a negative number of EM iterations or a non-positive smoothing η."""
+    if n_iter < 0:
+        raise ValueError(f"refine (EM iterations) must be ≥ 0, got {n_iter}")
+    if not (np.isfinite(eta) and eta > 0):
+        raise ValueError(f"eta (topic-word smoothing) must be > 0, got {eta}")
+
+
 def refine_em(backend: Backend, topic_word: np.ndarray, alpha: np.ndarray, n_tokens: float, n_iter: int,
               eta: float, releases=None, progress: Callable | None = None, max_inner: int = 100,
               tol: float = 1e-3) -> RefineResult:
@@ -323,10 +331,7 @@ def refine_em(backend: Backend, topic_word: np.ndarray, alpha: np.ndarray, n_tok
     iteration is O(k·d) per shard, whatever the number of documents; shard
     work is O(nnz·k) per inner iteration.
     """
-    if n_iter < 0:
-        raise ValueError(f"refine (EM iterations) must be ≥ 0, got {n_iter}")
-    if not (np.isfinite(eta) and eta > 0):
-        raise ValueError(f"eta (topic-word smoothing) must be > 0, got {eta}")
+    check_em_args(n_iter, eta)
     releases = releases or NonPrivate()
     lam = refine.init_lambda(topic_word, alpha, n_tokens, eta)
     key = time.time_ns()  # names this EM run in the shards' γ caches

@@ -31,7 +31,7 @@ from typing import Callable
 import numpy as np
 
 from distdp import lda, moments, refine, whitening
-from distdp.pipeline import Backend, RefineResult, SpectralParams, SpectralResult, _Stages, _sum, matrix_key
+from distdp.pipeline import Backend, RefineResult, SpectralParams, SpectralResult, _Stages, _sum, check_em_args, matrix_key
 from distdp.privacy import accounting, lda_private, mechanisms
 from distdp.privacy.ledger import PrivacyLedger, Release
 from distdp.tensor.power import robust_power_method
@@ -92,15 +92,15 @@ def _orthonormal(rng: np.random.Generator, n: int, p: int) -> np.ndarray:
 
 def _release_counts(backend, config, noise, n_total):
     """Release 1: used-document count, capped token total and the norm histograms → N̂, tokens, C1, C2."""
-    e1, e2 = lda_private.log_grid(*lda_private.NORM_GRID), lda_private.log_grid(*lda_private.NORM_GRID)
-    raw = _sum(backend.call("private_counts", config.length_cap, e1, e2))
+    edges = lda_private.log_grid(*lda_private.NORM_GRID)
+    raw = _sum(backend.call("private_counts", config.length_cap, edges, edges))
     noisy = noise.add("counts", raw, lda_private.COUNT_SENSITIVITY,
                       note="[n_used, Σ min(l, L)/L, histogram ‖m1_n‖, histogram ‖m2_n‖_F]")
     n_hat = float(np.clip(noisy[0], 3.0, n_total))
     tokens_hat = max(float(noisy[1]) * config.length_cap, 3.0 * n_hat)
-    nb = len(e1) - 1
-    c1 = lda_private.quantile_from_histogram(noisy[2:2 + nb], e1, config.quantile)
-    c2 = lda_private.quantile_from_histogram(noisy[2 + nb:], e2, config.quantile)
+    nb = len(edges) - 1
+    c1 = lda_private.quantile_from_histogram(noisy[2:2 + nb], edges, config.quantile)
+    c2 = lda_private.quantile_from_histogram(noisy[2 + nb:], edges, config.quantile)
     return n_hat, tokens_hat, c1, c2
 
 
@@ -261,10 +261,7 @@ def refine_em_private(backend: Backend, topic_word: np.ndarray, alpha: np.ndarra
     The per-document γ/φ, the evidence bound and the inner iteration counts
     stay on the shards (``elbo`` and ``inner_iterations`` are empty).
     """
-    if n_iter < 0:
-        raise ValueError(f"refine (EM iterations) must be ≥ 0, got {n_iter}")
-    if not (np.isfinite(eta) and eta > 0):
-        raise ValueError(f"eta (topic-word smoothing) must be > 0, got {eta}")
+    check_em_args(n_iter, eta)
     if n_iter == 0:
         return RefineResult(refine.init_lambda(topic_word, alpha, tokens_hat, eta), [], [], [])
     sens = lda_private.em_sensitivity(length_cap)

@@ -606,15 +606,6 @@ class DenseLDAResult:
 
 # --------------------------------------------------------------------------- pipeline pieces
 
-def _generator(rng, reproducible: bool) -> np.random.Generator:
-    if rng is not None and not reproducible:
-        raise ValueError("a user-supplied rng makes the noise reproducible, so the result is not private: pass "
-                         "reproducible=True to accept that (guarantee 'none (reproducible seed)'), or rng=None")
-    if reproducible and rng is None:
-        raise ValueError("reproducible=True needs an explicit rng (a seeded numpy.random.Generator)")
-    return power.check_generator(rng) if rng is not None else mechanisms.private_generator()
-
-
 def _whiten_noisy(m2: np.ndarray, k: int) -> Whitening:
     """Top-k eigenpairs of a noisy M2; a clear error if ``σ_k ≤ 0``."""
     try:
@@ -967,7 +958,7 @@ def fit_dense(partial_or_counts, k: int, alpha0: float, mechanism: str, *, epsil
                          f"{_MAX_PURE_EPSILON:g} (randomized-response parameter underflows): use epsilon ≤ "
                          f"{2 * _MAX_PURE_EPSILON:g}")
     alpha0 = _check_alpha0(alpha0)
-    gen = _generator(rng, reproducible)
+    gen = mechanisms.noise_generator(rng, reproducible)
     _, N, M2, M3 = _prepare_moments(partial_or_counts, alpha0, n_docs)
     k = _check_k(k, M2.shape[0])
     if sensitivity == "derived":

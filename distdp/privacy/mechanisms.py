@@ -21,7 +21,7 @@ import numpy as np
 from scipy import optimize, special
 
 __all__ = [
-    "private_generator", "check_epsilon", "check_delta", "check_sensitivity",
+    "private_generator", "noise_generator", "check_epsilon", "check_delta", "check_sensitivity",
     "gaussian_delta", "gaussian_epsilon", "analytic_gaussian_sigma", "classical_gaussian_sigma",
     "gaussian_noise", "laplace_scale", "laplace_noise", "l2_vector_beta", "l2_vector_noise",
     "symmetric_matrix_noise", "symmetric_tensor_noise", "n_unique_entries", "unique_entries",
@@ -39,6 +39,29 @@ def private_generator() -> np.random.Generator:
     (or an adversary who knows the seed) can reproduce protects nothing.
     """
     return np.random.default_rng(np.random.SeedSequence())
+
+
+def noise_generator(rng, reproducible: bool) -> np.random.Generator:
+    """The noise generator of a private run: OS entropy, or ``rng`` only when ``reproducible``.
+
+    Raises
+    ------
+    ValueError
+        ``rng`` given without ``reproducible`` (a seeded run is not private), or
+        ``reproducible`` without ``rng``.
+    TypeError
+        ``rng`` is not a ``numpy.random.Generator``.
+    """
+    if rng is not None and not reproducible:
+        raise ValueError("a user-supplied rng makes the noise reproducible, so the result is not private: pass "
+                         "reproducible=True to accept that (the report then says 'not private'), or rng=None")
+    if reproducible and rng is None:
+        raise ValueError("reproducible=True needs an explicit rng (a seeded numpy.random.Generator)")
+    if rng is None:
+        return private_generator()
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+    return rng
 
 
 def check_epsilon(epsilon, name: str = "epsilon") -> float:

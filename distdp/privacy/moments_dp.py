@@ -216,15 +216,6 @@ def unique_m2(M: np.ndarray) -> np.ndarray:
 
 # --------------------------------------------------------------------------- releases
 
-def _generator(rng, reproducible: bool) -> np.random.Generator:
-    if rng is not None and not reproducible:
-        raise ValueError("a user-supplied rng makes the noise reproducible, so the result is not private: pass "
-                         "reproducible=True to accept that (the result then says 'not private'), or rng=None")
-    if reproducible and rng is None:
-        raise ValueError("reproducible=True needs an explicit rng (a seeded numpy.random.Generator)")
-    return power.check_generator(rng) if rng is not None else mechanisms.private_generator()
-
-
 def release_m2(m2: np.ndarray, n_docs: int, epsilon: float, delta: float,
                rng: np.random.Generator) -> tuple[np.ndarray, Release]:
     """Analyze Gauss on M2 (Alg. 1 steps 1–2): ``M2 + E``, E symmetric, iid ``N(0, τ1²)`` for ``j ≤ i``.
@@ -394,7 +385,7 @@ def _prepare(moments, k, epsilon, delta, rng, reproducible):
         moments = stm_moments(moments)
     epsilon, delta = mechanisms.check_epsilon(epsilon), mechanisms.check_delta(delta)
     k = power.check_rank(k, moments.dim)
-    gen = _generator(rng, reproducible)
+    gen = mechanisms.noise_generator(rng, reproducible)
     return moments, k, epsilon, delta, gen
 
 

@@ -282,12 +282,7 @@ def private_power_method(T_or_op, k: int, *, epsilon: float, delta: float, n_res
     """
     epsilon = mechanisms.check_epsilon(epsilon)
     delta = mechanisms.check_delta(delta)
-    if rng is not None and not reproducible:
-        raise ValueError("a user-supplied rng makes the noise reproducible, so the run is not private: pass "
-                         "reproducible=True to accept that (the report then says 'not private'), or rng=None")
-    if reproducible and rng is None:
-        raise ValueError("reproducible=True needs an explicit rng (a seeded numpy.random.Generator)")
-    gen = power.check_generator(rng) if rng is not None else mechanisms.private_generator()
+    gen = mechanisms.noise_generator(rng, reproducible)
     op = power.as_operator(T_or_op, rtol)
     d = int(op.dim)
     k = power.check_rank(k, d)
