@@ -137,11 +137,12 @@ def open_corpus(corpus, *, vocab=None, vocab_size: int | None = None, workers: i
 
 def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=None,
             vocab_size: int | None = None, workers: int | None = None, backend: str = "ray",
-            address: str | None = None, seed: int | None = None, refine: int = 0, eta: float | None = None,
+            address: str | None = None, seed: int | None = None, refine: int | None = None, eta: float | None = None,
             coherence: bool = True, out: str | Path | None = None, overwrite: bool = False,
             progress: bool = True, cpus_per_worker: float | None = None, epsilon: float | None = None,
-            delta: float | None = None, mechanism: str = "auto", refine_budget: float = 0.25,
-            length_cap: int = 100, reproducible: bool = False, public_corpus=None, **solver) -> LDAModel:
+            delta: float | None = None, mechanism: str = "auto", refine_budget: float | None = None,
+            length_cap: int = 100, reproducible: bool = False, public_corpus=None, working_vocab: int | None = None,
+            **solver) -> LDAModel:
     """Fit a spectral LDA (or single-topic) model, optionally refined by variational EM.
 
     Parameters
@@ -166,9 +167,10 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
         Address of an existing Ray cluster (default: start or reuse a local instance).
     seed : int, optional
         Seeds the eigensolver's test block and the power method's restarts.
-    refine : int
+    refine : int, optional
         Batch variational EM iterations after the spectral fit, on the same
-        shards (LDA only; 0 = spectral only).
+        shards (LDA only; 0 = spectral only). Default 0, or 3 in a private fit
+        (:data:`distdp.private_fit.DEFAULT_REFINE`).
     eta : float, optional
         Topic-word Dirichlet smoothing of the EM (default 1/k).
     coherence : bool
@@ -187,15 +189,19 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
     mechanism : str
         Private mechanism (:data:`distdp.private_fit.MECHANISMS`); ``auto``:
         ``whitened`` for k ≤ 100, else ``power``.
-    refine_budget : float
-        Fraction of the private budget given to the EM iterations (``refine > 0``).
+    refine_budget : float, optional
+        Fraction of the private budget given to the EM iterations (``refine > 0``; default 0.5).
     length_cap : int
-        Public cap on tokens per document in private EM and token count.
+        Public cap on tokens per document in the private token count.
     reproducible : bool
         Private mode with a seeded noise generator: the arithmetic of a private
         fit, reported as NOT private. Required to pass ``seed`` with ``epsilon``.
     public_corpus : optional
         A corpus you declare public, on which a private fit's coherence is measured.
+    working_vocab : int, optional
+        Private fits: the spectral stage runs on this many most frequent words
+        (chosen from a noisy release); EM then covers every word. Default
+        ``min(d, 100·k)`` with EM, else ``d``.
     **solver
         Further :class:`distdp.pipeline.SpectralParams` fields (``eigensolver``,
         ``eig_iters``, ``oversample``, ``tensor``, ``method``, ``n_restarts``, ``n_iters``).
@@ -215,9 +221,10 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
             backend=backend, address=address, seed=seed, refine=refine, eta=eta, out=out, overwrite=overwrite,
             progress=progress, cpus_per_worker=cpus_per_worker, epsilon=epsilon, delta=delta, mechanism=mechanism,
             refine_budget=refine_budget, length_cap=length_cap, reproducible=reproducible,
-            public_corpus=public_corpus, coherence=coherence, t_start=t_start, **solver)
-    if reproducible:
-        raise ValueError("reproducible applies to private fits only (give epsilon and delta)")
+            public_corpus=public_corpus, coherence=coherence, t_start=t_start, working_vocab=working_vocab, **solver)
+    if reproducible or working_vocab is not None:
+        raise ValueError("reproducible and working_vocab apply to private fits only (give epsilon and delta)")
+    refine = 0 if refine is None else refine
     params = pipeline.SpectralParams(k=k, alpha0=alpha0, model=model, **solver)
     if refine and model != "lda":
         raise ValueError("refine (variational EM) applies to model='lda' only")

@@ -27,6 +27,12 @@ SCALABLE = ("whitened", "power")
 DENSE = ("config1", "config1-paper", "config2", "config3", "config4", "agn", "avn")
 MECHANISMS = ("auto",) + SCALABLE + DENSE
 
+#: Private defaults: EM iterations and their budget fraction (benchmarks/lda_privacy_utility.py), and the
+#: scan release's share of the spectral stages' budget.
+DEFAULT_REFINE = 3
+DEFAULT_REFINE_BUDGET = 0.5
+SCAN_SHARE = 0.02
+
 UNIT = "one document; neighbouring corpora replace one document by another (the number of documents is public)"
 
 ASSUMPTIONS = {
@@ -88,8 +94,9 @@ def vocabulary_entry(corpus) -> tuple[dict, Release | None, float]:
     return {"source": "public (not built from this corpus)"}, None, 0.0
 
 
-def _budget_plan(config: lda_private.PrivateSpectralConfig, refine: int, refine_budget: float) -> dict:
-    extra = {}
+def _budget_plan(config: lda_private.PrivateSpectralConfig, refine: int, refine_budget: float,
+                 scan: bool) -> dict:
+    extra = {"scan": (SCAN_SHARE, 1)} if scan else {}
     if refine:
         extra["em_sstats"] = (refine_budget / (1.0 - refine_budget), refine)
     return lda_private.plan_noise(config, extra)
@@ -97,17 +104,27 @@ def _budget_plan(config: lda_private.PrivateSpectralConfig, refine: int, refine_
 
 def fit_lda_private(corpus, k: int, *, alpha0: float, model: str, vocab, vocab_size, workers, backend, address,
                     seed, refine: int, eta, out, overwrite: bool, progress: bool, cpus_per_worker,
-                    epsilon, delta, mechanism: str, refine_budget: float, length_cap: int, reproducible: bool,
-                    public_corpus, coherence: bool, t_start: float, **solver) -> LDAModel:
-    """The private branch of :func:`distdp.api.fit_lda` (same parameters)."""
+                    epsilon, delta, mechanism: str, refine_budget, length_cap: int, reproducible: bool,
+                    public_corpus, coherence: bool, t_start: float, working_vocab=None, **solver) -> LDAModel:
+    """The private branch of :func:`distdp.api.fit_lda` (same parameters).
+
+    ``refine=None`` → :data:`DEFAULT_REFINE` private EM iterations (LDA with a
+    scalable mechanism; 0 otherwise), ``refine_budget=None`` →
+    :data:`DEFAULT_REFINE_BUDGET`.
+    """
     from distdp import api
 
+    if refine is None:
+        refine = DEFAULT_REFINE if model == "lda" and resolve_mechanism(mechanism, k) in SCALABLE else 0
+    refine_budget = DEFAULT_REFINE_BUDGET if refine_budget is None else refine_budget
     check_private_args(epsilon, delta, seed, reproducible, refine, refine_budget, length_cap)
     mech = resolve_mechanism(mechanism, k)
     if refine and model != "lda":
         raise ValueError("refine (variational EM) applies to model='lda' only")
     if refine and mech in DENSE:
         raise ValueError(f"private refinement builds on the scalable mechanisms {SCALABLE}, not {mech!r}")
+    if working_vocab is not None and mech in DENSE:
+        raise ValueError(f"working_vocab applies to the scalable mechanisms {SCALABLE}, not {mech!r}")
     params = pipeline.SpectralParams(k=k, alpha0=alpha0, model=model, **solver)
     rng = np.random.default_rng(seed) if reproducible else mechanisms.private_generator()
     ledger = PrivacyLedger(private=not reproducible)
@@ -122,7 +139,7 @@ def fit_lda_private(corpus, k: int, *, alpha0: float, model: str, vocab, vocab_s
                 fit = _fit_dense(oc, params, mech, epsilon, delta, rng, reproducible)
             else:
                 fit = _fit_scalable(oc, params, mech, epsilon, delta, rng, ledger, refine, refine_budget,
-                                    length_cap, eta, update)
+                                    length_cap, eta, working_vocab, update)
             resources = oc.resources()
         finally:
             close()
@@ -148,19 +165,22 @@ def fit_lda_private(corpus, k: int, *, alpha0: float, model: str, vocab, vocab_s
     return fitted
 
 
-def _fit_scalable(oc, params, mech, epsilon, delta, rng, ledger, refine, refine_budget, length_cap, eta, update):
+def _fit_scalable(oc, params, mech, epsilon, delta, rng, ledger, refine, refine_budget, length_cap, eta,
+                  working_vocab, update):
     config = lda_private.PrivateSpectralConfig(epsilon, delta, mechanism=mech, length_cap=length_cap)
-    plan = _budget_plan(config, refine, refine_budget)
-    ps = private_pipeline.fit_spectral_private(oc.backend, oc.vocab_size, params, config, rng, ledger, plan, update)
-    out = {"topic_word": ps.result.topic_word, "alpha": ps.result.alpha, "ledger": ledger, "spectral": ps,
-           "guarantee": "proven" if ledger.private else "none: reproducible (seeded) noise",
-           "assumptions": ASSUMPTIONS[mech]}
-    if refine:
-        em = private_pipeline.refine_em_private(oc.backend, ps.result.topic_word, ps.result.alpha, ps.tokens_hat,
-                                                refine, eta, length_cap, plan["em_sstats"].multiplier, rng, ledger,
-                                                update)
-        out.update(topic_word=em.topic_word, variational=em.variational, em=em)
-    return out
+    d = oc.vocab_size
+    h = private_pipeline.default_working_vocab(d, params.k, refine) if working_vocab is None else working_vocab
+    if isinstance(h, bool) or int(h) != h or not params.k <= h <= d:
+        raise ValueError(f"working_vocab must be an integer in [k, vocabulary size] = [{params.k}, {d}], "
+                         f"got {working_vocab!r}")
+    plan = _budget_plan(config, refine, refine_budget, scan=bool(refine) or h < d)
+    fit = private_pipeline.fit_lda_private_scalable(oc.backend, d, params, config, rng, ledger, plan,
+                                                     refine=refine, eta=eta, working_vocab=int(h), progress=update)
+    return {"topic_word": fit.topic_word, "alpha": fit.alpha, "ledger": ledger, "spectral": fit.spectral,
+            "variational": fit.em.variational if fit.em is not None else None, "em": fit.em,
+            "working_vocab": int(h), "em_norm_cap": fit.scan.norm_cap if fit.em is not None else None,
+            "guarantee": "proven" if ledger.private else "none: reproducible (seeded) noise",
+            "assumptions": ASSUMPTIONS[mech]}
 
 
 def _fit_dense(oc, params, mech, epsilon, delta, rng, reproducible):
@@ -198,14 +218,17 @@ def _report(fit, oc, params, mech, epsilon, delta, spent, seed, reproducible, re
                          "coherence on the training corpus"],
         "ledger": [r.to_dict() for r in ledger.releases],
     }
-    stats = fit["spectral"].result.stats if "spectral" in fit else {"n_docs": int(sum(oc.backend.call("row_count"))),
+    stats = {**fit["spectral"].result.stats, "vocab_size": oc.vocab_size} if "spectral" in fit else {"n_docs": int(sum(oc.backend.call("row_count"))),
                                                                    "vocab_size": oc.vocab_size}
     info = {
-        "method": f"private spectral ({mech})" + (f" + {refine} private variational EM iterations" if refine else ""),
+        "method": f"private spectral ({mech})" + (f" on the {fit['working_vocab']} most frequent words (noisy)"
+                                                  if fit.get("working_vocab", oc.vocab_size) < oc.vocab_size else "")
+                  + (f" + {refine} private variational EM iterations on every word" if refine else ""),
         "parameters": {"k": params.k, "alpha0": params.alpha0, "model": params.model, "seed": seed,
                        "backend": backend, "workers": oc.backend.n_shards, "refine": refine,
                        "eta": eta if refine else None, "refine_budget": refine_budget if refine else None,
-                       "length_cap": length_cap, "epsilon": epsilon, "delta": delta, "mechanism": mech},
+                       "length_cap": length_cap, "epsilon": epsilon, "delta": delta, "mechanism": mech,
+                       "working_vocab": fit.get("working_vocab"), "em_norm_cap": fit.get("em_norm_cap")},
         "corpus": {"source": oc.source, **stats},
         "timings_s": {"read": oc.read_seconds, "total": time.perf_counter() - t_start},
         "resources": resources,

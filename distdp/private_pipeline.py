@@ -16,6 +16,11 @@ Mechanisms:
   method: each iteration releases ``Σ_shards E3(I,U,U)`` for the k current
   vectors (orthogonal iteration), never forming the k×k×k tensor.
 
+With a working vocabulary (:func:`fit_lda_private_scalable`), one ``scan``
+release on all words picks the ``h`` most frequent words; the spectral fit
+runs on the documents restricted to them (whitening noise grows with √h,
+not √d), and private EM then extends the topics to every word.
+
 Nothing data-dependent steers the computation unless it was released:
 the number of used documents, the clip bounds and every eigensolver step
 are functions of noisy releases only; the number of passes and iterations
@@ -84,6 +89,53 @@ class _Noise:
         if symmetric3:
             return value + mechanisms.symmetric_tensor_noise(value.shape[0], sigma, self.rng)
         return value + mechanisms.gaussian_noise(np.shape(value), sigma, self.rng)
+
+
+class ColumnBackend:
+    """The same shards, their documents restricted to ``columns`` (a working vocabulary).
+
+    Every call runs :meth:`distdp.shard.Shard.on_columns`; the restricted
+    shards are built on first use and rebuilt after an actor restart.
+    """
+
+    def __init__(self, backend: Backend, columns: np.ndarray):
+        self.backend, self.columns = backend, np.asarray(columns, dtype=np.int64)
+        self.n_shards = backend.n_shards
+        self._ref, self._key = backend.broadcast(self.columns), matrix_key(self.columns)
+
+    def call(self, method: str, *args) -> list:
+        """``Shard.<method>(*args)`` on the restricted documents of every shard."""
+        return self.backend.call("on_columns", self._ref, self._key, method, *args)
+
+    def broadcast(self, value):
+        """As the underlying backend."""
+        return self.backend.broadcast(value)
+
+
+@dataclass
+class Scan:
+    """The ``scan`` release: noisy word frequencies and the EM clip bound.
+
+    Attributes
+    ----------
+    frequencies : ndarray (d,)
+        ``(Σ_n x_n/l_n + noise) / N``: the mean per-document word frequencies.
+    norm_cap : float
+        Quantile of ``‖x_n‖₂`` read off the noisy histogram: the EM clip bound.
+    """
+
+    frequencies: np.ndarray
+    norm_cap: float
+
+
+def private_scan(backend: Backend, n_total: int, quantile: float, noise: "_Noise") -> Scan:
+    """Release ``[Σ_n x_n/l_n, hist ‖x_n‖₂]`` on all words (sensitivity 2, no clipping)."""
+    edges = lda_private.log_grid(*lda_private.COUNT_NORM_GRID)
+    raw = _sum(backend.call("private_scan", edges))
+    noisy = noise.add("scan", raw, lda_private.SCAN_SENSITIVITY,
+                      note="[Σ_n x_n/l_n, histogram ‖x_n‖₂] on every word: working vocabulary and EM clip bound")
+    d = raw.size - (len(edges) - 1)
+    return Scan(noisy[:d] / n_total, lda_private.quantile_from_histogram(noisy[d:], edges, quantile))
 
 
 def _orthonormal(rng: np.random.Generator, n: int, p: int) -> np.ndarray:
@@ -249,25 +301,36 @@ def fit_spectral_private(backend: Backend, vocab_size: int, params: SpectralPara
     return PrivateSpectral(result, ledger, n_hat, tokens_hat, {"m1": c1, "m2": c2, "m3": c3})
 
 
+#: Noisy EM statistics below this many noise standard deviations are set to 0 (post-processing).
+#: Measured on synthetic corpora (d = 5,000): 2σ beats the floor at 0 by ~1.5× in topic L1.
+EM_THRESHOLD = 2.0
+#: Default working vocabulary per topic when EM extends the topics to every word.
+WORKING_VOCAB_PER_TOPIC = 100
+
+
 def refine_em_private(backend: Backend, topic_word: np.ndarray, alpha: np.ndarray, tokens_hat: float,
-                      n_iter: int, eta: float, length_cap: float, multiplier: float, rng: np.random.Generator,
+                      n_iter: int, eta: float, norm_cap: float, multiplier: float, rng: np.random.Generator,
                       ledger: PrivacyLedger, progress: Callable | None = None, max_inner: int = 100,
-                      tol: float = 1e-3) -> RefineResult:
+                      tol: float = 1e-3, threshold: float = EM_THRESHOLD) -> RefineResult:
     """Private batch variational EM: Gaussian noise on each iteration's summed statistics.
 
-    Each shard runs the E-step with documents longer than ``length_cap``
-    scaled down to it; the coordinator sums ``Σ_n c̃_n ∘ φ_n`` (k×d), adds
-    ``N(0, (multiplier·√2·L)²)`` once, floors at 0 and sets ``λ = η + that``.
-    The per-document γ/φ, the evidence bound and the inner iteration counts
-    stay on the shards (``elbo`` and ``inner_iterations`` are empty).
+    Each shard runs the E-step with every document's counts scaled by
+    ``min(1, C/‖x_n‖₂)`` (``C = norm_cap``); the coordinator sums
+    ``Σ_n c̃_n ∘ φ_n`` (k×d), adds ``N(0, (multiplier·√2·C)²)`` once, sets
+    the entries below ``threshold`` noise deviations to 0 and takes
+    ``λ = η + that``. The per-document γ/φ, the evidence bound and the inner
+    iteration counts stay on the shards (``elbo`` and ``inner_iterations``
+    are empty).
     """
     check_em_args(n_iter, eta)
     if n_iter == 0:
         return RefineResult(refine.init_lambda(topic_word, alpha, tokens_hat, eta), [], [], [])
-    sens = lda_private.em_sensitivity(length_cap)
-    ledger.record(Release("em_sstats", "gaussian", sens, multiplier * sens, n_iter,
+    sens = lda_private.em_sensitivity(norm_cap)
+    sigma = multiplier * sens
+    ledger.record(Release("em_sstats", "gaussian", sens, sigma, n_iter,
                           accounting.gaussian_event(multiplier, n_iter), NEIGHBOUR,
-                          f"Σ_n c̃_n∘φ_n (k×d) per EM iteration, documents scaled to ≤ {length_cap:g} tokens"))
+                          f"Σ_n c̃_n∘φ_n (k×d) per EM iteration, c̃_n = x_n·min(1, {norm_cap:.4g}/‖x_n‖₂); "
+                          f"entries below {threshold:g}σ set to 0"))
     lam = refine.init_lambda(topic_word, alpha, tokens_hat, eta)
     key = time.time_ns()
     secs = []
@@ -276,11 +339,89 @@ def refine_em_private(backend: Backend, topic_word: np.ndarray, alpha: np.ndarra
         elog = refine.dirichlet_expectation(lam)
         eeb = np.exp(elog)
         parts = backend.call("e_step", backend.broadcast(eeb), backend.broadcast(elog), alpha, key, max_inner, tol,
-                             float(length_cap))
+                             float(norm_cap))
         sstats = eeb * _sum([p_[0] for p_ in parts])
-        noisy = sstats + mechanisms.gaussian_noise(sstats.shape, multiplier * sens, rng)
-        lam = eta + np.maximum(noisy, 0.0)
+        noisy = sstats + mechanisms.gaussian_noise(sstats.shape, sigma, rng)
+        lam = eta + lda_private.threshold_noisy(noisy, sigma, threshold)
         secs.append(time.perf_counter() - t0)
         if progress is not None:
             progress("refine", t + 1, n_iter)
     return RefineResult(lam, [], [], secs)
+
+
+@dataclass
+class PrivateLDA:
+    """A private LDA fit: spectral start on a working vocabulary, then private EM on every word.
+
+    Attributes
+    ----------
+    topic_word : ndarray (k, d)
+    alpha : ndarray (k,)
+    spectral : PrivateSpectral
+        The spectral fit on the working vocabulary (its ``topic_word`` is over ``columns``).
+    columns : ndarray
+        The working vocabulary (all ``d`` words when none was chosen).
+    scan : Scan or None
+        The scan release, when one was made.
+    em : RefineResult or None
+    """
+
+    topic_word: np.ndarray
+    alpha: np.ndarray
+    spectral: PrivateSpectral
+    columns: np.ndarray
+    scan: Scan | None
+    em: RefineResult | None
+
+
+def default_working_vocab(d: int, k: int, refine: int) -> int:
+    """``min(d, 100·k)`` when EM extends the topics to every word, else ``d``."""
+    return min(d, WORKING_VOCAB_PER_TOPIC * k) if refine else d
+
+
+def fit_lda_private_scalable(backend: Backend, vocab_size: int, params: SpectralParams,
+                             config: lda_private.PrivateSpectralConfig, rng: np.random.Generator,
+                             ledger: PrivacyLedger, plan: dict, *, refine: int = 0, eta: float = 0.1,
+                             working_vocab: int | None = None, progress: Callable | None = None) -> PrivateLDA:
+    """Private LDA: scan, spectral fit on the working vocabulary, private EM on all words.
+
+    Parameters
+    ----------
+    backend : Backend
+    vocab_size : int
+    params : SpectralParams
+    config : PrivateSpectralConfig
+    rng : numpy.random.Generator
+    ledger : PrivacyLedger
+    plan : dict
+        Noise multipliers of every stage, with ``"scan"`` when a scan is made
+        (``working_vocab < d`` or ``refine > 0``) and ``"em_sstats"`` when ``refine > 0``.
+    refine : int
+        Private EM iterations.
+    eta : float
+        EM topic-word smoothing.
+    working_vocab : int, optional
+        Words the spectral fit runs on (default :func:`default_working_vocab`).
+        Without EM the topics are zero outside them.
+    """
+    d = vocab_size
+    h = default_working_vocab(d, params.k, refine) if working_vocab is None else int(working_vocab)
+    if not params.k <= h <= d:
+        raise ValueError(f"working_vocab must be in [k, vocabulary size] = [{params.k}, {d}], got {working_vocab!r}")
+    scan = None
+    if h < d or refine:
+        n_total = int(sum(backend.call("row_count")))
+        scan = private_scan(backend, max(n_total, 1), config.quantile, _Noise(plan, rng, ledger))
+    columns = lda_private.working_columns(scan.frequencies, h) if h < d else np.arange(d)
+    view = ColumnBackend(backend, columns) if h < d else backend
+    ps = fit_spectral_private(view, h, params, config, rng, ledger, plan, progress)
+    if not refine:
+        topic_word = np.zeros((params.k, d))
+        topic_word[:, columns] = ps.result.topic_word
+        return PrivateLDA(topic_word, ps.result.alpha, ps, columns, scan, None)
+    topic_word = lda_private.embed_topics(ps.result.topic_word, columns, scan.frequencies, d)
+    share = float(np.clip(np.maximum(scan.frequencies[columns], 0).sum()
+                          / max(np.maximum(scan.frequencies, 0).sum(), 1e-300), 1e-3, 1.0))
+    em = refine_em_private(backend, topic_word, ps.result.alpha, ps.tokens_hat / share, refine, eta,
+                           scan.norm_cap, plan["em_sstats"].multiplier, rng, ledger, progress)
+    return PrivateLDA(em.topic_word, ps.result.alpha, ps, columns, scan, em)

@@ -73,6 +73,7 @@ class Shard:
         self._gamma = None
         self._norms = None
         self._clip3 = None
+        self._view = None
 
     @property
     def vocab_size(self) -> int:
@@ -135,6 +136,23 @@ class Shard:
         return np.concatenate([head, lda_private.histogram(n1[ok], m1_edges),
                                lda_private.histogram(n2[ok], m2_edges)])
 
+    def private_scan(self, norm_edges: np.ndarray) -> np.ndarray:
+        """``[Σ_n x_n/l_n (d), hist ‖x_n‖₂]`` over documents with ≥ 1 token (the ``scan`` release)."""
+        lengths = moments.doc_lengths(self.counts)
+        ok = lengths >= 1
+        freq = np.asarray(self.counts.T @ np.where(ok, 1.0 / np.maximum(lengths, 1.0), 0.0)).ravel()
+        return np.concatenate([freq, lda_private.histogram(lda_private.count_norms(self.counts)[ok], norm_edges)])
+
+    def on_columns(self, columns: np.ndarray, key, method: str, *args):
+        """``Shard.<method>(*args)`` on the documents restricted to ``columns`` (a working vocabulary).
+
+        The restricted shard is built once per ``key`` and rebuilt after an
+        actor restart, so the caller needs no state on the shard.
+        """
+        if self._view is None or self._view[0] != key:
+            self._view = (key, Shard(self.counts[:, columns]))
+        return getattr(self._view[1], method)(*args)
+
     def private_m1(self, clip1: float) -> np.ndarray:
         """``Σ_n f_n m1_n`` (d,), ``f_n = min(1, C1/‖m1_n‖)``."""
         w1 = moments.doc_weights(moments.doc_lengths(self.counts))[0]
@@ -181,18 +199,19 @@ class Shard:
 
     # ------------------------------------------------------------------ variational EM
     def e_step(self, exp_elog_beta: np.ndarray, elog_beta: np.ndarray, alpha: np.ndarray, key=None,
-               max_iter: int = 100, tol: float = 1e-3, length_cap: float | None = None) -> tuple:
+               max_iter: int = 100, tol: float = 1e-3, norm_cap: float | None = None) -> tuple:
         """E-step on every document: ``(sstats k×d, doc_bound, n_docs, inner iterations)``.
 
         γ is kept between calls with the same ``key`` (warm start of the next
         EM iteration); after a restart it is re-initialised. With
-        ``length_cap = L`` (private EM) a document longer than L has its counts
-        scaled by ``L/l``, so its statistics sum to at most L.
+        ``norm_cap = C`` (private EM) a document's counts are scaled by
+        ``min(1, C/‖x‖₂)``, so its statistics have Frobenius norm ≤ C
+        (:func:`distdp.privacy.lda_private.em_sensitivity`).
         """
         warm = self._gamma if (key is not None and key == self._gamma_key) else None
         counts = self.counts
-        if length_cap is not None:
-            scale = np.minimum(1.0, length_cap / np.maximum(moments.doc_lengths(counts), 1.0))
+        if norm_cap is not None:
+            scale = lda_private.clip_factors(lda_private.count_norms(counts), norm_cap)
             counts = sp.csr_matrix(sp.diags(scale) @ counts)
         res = refine.e_step(counts, exp_elog_beta, alpha, warm, max_iter, tol, True, elog_beta)
         self._gamma, self._gamma_key = res.gamma, key

@@ -111,6 +111,50 @@ def test_em_statistics_sensitivity(data, cap):
     assert np.linalg.norm(sa - sb) <= lda_private.em_sensitivity(cap) * (1 + 1e-9)
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(corpora)
+def test_scan_release_sensitivity(data):
+    a, b, _ = neighbours(data)
+    edges = lda_private.log_grid(*lda_private.COUNT_NORM_GRID)
+    assert np.linalg.norm(a.private_scan(edges) - b.private_scan(edges)) <= lda_private.SCAN_SENSITIVITY * (1 + 1e-12)
+
+
+def test_scan_bound_is_attained():
+    # Two one-word documents on different words in different histogram bins: √(1² + 1² + 1² + 1²) = 2.
+    a, b = Shard(csr([[9, 0, 0, 0, 0, 0, 0]])), Shard(csr([[0, 1, 0, 0, 0, 0, 0]]))
+    edges = lda_private.log_grid(*lda_private.COUNT_NORM_GRID)
+    assert np.linalg.norm(a.private_scan(edges) - b.private_scan(edges)) == pytest.approx(2.0)
+
+
+def test_column_view_equals_the_restricted_corpus():
+    rng = np.random.default_rng(3)
+    C = sp.csr_matrix(rng.poisson(0.8, size=(40, D)).astype(float))
+    cols = np.array([0, 2, 3, 6])
+    shard, sub = Shard(C), Shard(C[:, cols])
+    np.testing.assert_allclose(shard.on_columns(cols, "v", "private_m1", 0.3), sub.private_m1(0.3))
+    Q = np.linalg.qr(rng.standard_normal((4, 2)))[0]
+    np.testing.assert_allclose(shard.on_columns(cols, "v", "private_m2_product", Q, 0.2),
+                               sub.private_m2_product(Q, 0.2))
+    # A new key rebuilds the view (as after an actor restart or a new working vocabulary).
+    np.testing.assert_allclose(shard.on_columns(cols[:2], "w", "private_m1", 0.3),
+                               Shard(C[:, cols[:2]]).private_m1(0.3))
+
+
+def test_working_columns_and_embedding():
+    f = np.array([0.05, 0.4, -0.01, 0.3, 0.2, 0.06])
+    cols = lda_private.working_columns(f, 3)
+    np.testing.assert_array_equal(cols, [1, 3, 4])
+    tw = np.array([[0.5, 0.5, 0.0], [0.0, 0.2, 0.8]])
+    full = lda_private.embed_topics(tw, cols, f, 6)
+    np.testing.assert_allclose(full.sum(axis=1), 1.0)
+    share = 0.9 / 1.01  # mass of the working words among the floored frequencies
+    np.testing.assert_allclose(full[:, cols], share * tw)
+    np.testing.assert_allclose(full[0, [0, 2, 5]], (1 - share) * np.array([0.05, 0.0, 0.06]) / 0.11)
+    with pytest.raises(ValueError, match="working_vocab"):
+        lda_private.working_columns(f, 7)
+    np.testing.assert_array_equal(lda_private.threshold_noisy(np.array([-1.0, 1.0, 2.5]), 1.0, 2.0), [0, 0, 2.5])
+
+
 def test_neighbour_reaches_the_m1_and_m2_bounds():
     # The bounds are attained (so they are not loose by construction): two
     # one-word documents on different words, both clipped to the bound.
@@ -247,15 +291,33 @@ def test_large_epsilon_recovers_topics(corpus_p, mechanism):
     assert not pv["private"] and pv["guarantee"].startswith("none")
 
 
+def test_working_vocabulary_fit(corpus_p):
+    # Five seeds measured L1 0.023–0.024 with the spectral stage on the 100 most frequent of
+    # 200 words and EM on all (0.015–0.016 on all 200); tolerance: 2× the non-private error.
+    base = api.fit_lda(corpus_p.counts, 5, backend="local", seed=0, progress=False, coherence=False)
+    m = api.fit_lda(corpus_p.counts, 5, backend="local", epsilon=50, delta=1e-6, seed=1, reproducible=True,
+                    progress=False, working_vocab=100)
+    assert m.topic_word.shape == (5, 200) and m.info["parameters"]["working_vocab"] == 100
+    assert "100 most frequent words" in m.info["method"]
+    assert lda.matched_l1(m.topic_word, corpus_p.topic_word)[0] <= 2 * lda.matched_l1(base.topic_word,
+                                                                                       corpus_p.topic_word)[0]
+    assert [r["stage"] for r in m.info["privacy"]["ledger"]][0] == "scan"
+    # Without EM the topics live on the working vocabulary only.
+    m0 = api.fit_lda(corpus_p.counts, 5, backend="local", epsilon=50, delta=1e-6, seed=1, reproducible=True,
+                     progress=False, working_vocab=100, refine=0)
+    assert (m0.topic_word > 0).sum(axis=1).max() <= 100
+
+
 def test_ledger_total_equals_budget_and_report(corpus_p):
     m = api.fit_lda(corpus_p.counts, 5, backend="local", epsilon=2.0, delta=1e-6, refine=2, progress=False)
     pv = m.info["privacy"]
     assert pv["private"] and pv["guarantee"] == "proven" and pv["noise_source"] == "OS entropy"
     assert 2.0 * (1 - 1e-6) <= pv["epsilon"] <= 2.0 and pv["delta"] == 1e-6
     stages = [r["stage"] for r in pv["ledger"]]
-    assert stages == ["counts", "m1", "m2_whitening", "tensor_bounds", "whitened_tensor", "em_sstats"]
+    assert stages == ["scan", "counts", "m1", "m2_whitening", "tensor_bounds", "whitened_tensor", "em_sstats"]
     em = pv["ledger"][-1]
-    assert em["count"] == 2 and em["sensitivity"] == pytest.approx(lda_private.em_sensitivity(100))
+    cap = m.info["parameters"]["em_norm_cap"]
+    assert em["count"] == 2 and em["sensitivity"] == pytest.approx(lda_private.em_sensitivity(cap))
     assert "refine" not in m.info and "n_docs_used" not in m.info["corpus"]
     assert "omitted" in m.info["coherence"]
     rebuilt = PrivacyLedger.from_dict({"releases": pv["ledger"]})
@@ -271,6 +333,10 @@ def test_ledger_total_equals_budget_and_report(corpus_p):
     ({"epsilon": 1.0, "delta": 1e-6, "refine": 2, "refine_budget": 1.0}, "refine_budget"),
     ({"epsilon": 1.0, "delta": 1e-6, "length_cap": 0}, "length_cap"),
     ({"reproducible": True}, "private fits only"),
+    ({"working_vocab": 100}, "private fits only"),
+    ({"epsilon": 1.0, "delta": 1e-6, "working_vocab": 3}, "working_vocab"),
+    ({"epsilon": 1.0, "delta": 1e-6, "working_vocab": 201}, "working_vocab"),
+    ({"epsilon": 1.0, "delta": 1e-6, "mechanism": "agn", "working_vocab": 100}, "working_vocab"),
 ])
 def test_bad_private_parameters(corpus_p, kwargs, needle):
     with pytest.raises(ValueError, match=needle):

@@ -23,6 +23,14 @@ which of them have ≥ 3 tokens is not):
    clipped documents differ by ≤ ``2·C3`` in Frobenius norm, which bounds
    the unique-entry vector too, and ``‖T(I,U,U)‖_F ≤ ‖T‖_F ‖U‖₂²``.
 
+Before them, a fit with private EM refinement or a working vocabulary
+smaller than ``d`` makes one ``scan`` release on the whole vocabulary:
+``[Σ_n x_n/l_n, hist(‖x_n‖₂)]`` (all documents with ≥ 1 token). Each
+``x_n/l_n`` is nonnegative with norm ≤ 1 (``‖x‖₂ ≤ ‖x‖₁``), so two differ by
+≤ √2, and the histogram by ≤ √2: sensitivity ``√(2 + 2) = 2``, no clipping.
+Its frequencies choose the working vocabulary (the ``h`` most frequent
+words), on which releases 1–5 run; its histogram gives the EM clip bound.
+
 Only the *raw* moments ``E[x1⊗x2]``, ``E[x1⊗x2⊗x3]`` and ``M1`` are released;
 the α0 corrections of LDA (SPEC §4) are post-processing of the releases, with
 the Gaussian noise's own bias removed in closed form (:func:`assemble_tensor`).
@@ -47,7 +55,8 @@ from distdp.privacy import accounting, mechanisms
 __all__ = [
     "STAGES", "COUNT_SENSITIVITY", "PrivateSpectralConfig", "StageNoise", "plan_noise",
     "log_grid", "histogram", "quantile_from_histogram", "doc_norms", "tensor_norm_bound",
-    "clip_factors", "assemble_tensor", "assemble_tensor_apply", "em_sensitivity",
+    "clip_factors", "assemble_tensor", "assemble_tensor_apply", "em_sensitivity", "SCAN_SENSITIVITY",
+    "count_norms", "working_columns", "embed_topics", "threshold_noisy",
 ]
 
 #: Release stages of the spectral fit, in order, and their default share of the Gaussian budget (μ²).
@@ -61,8 +70,12 @@ COUNT_SENSITIVITY = math.sqrt(6.0)
 #: ℓ2 sensitivity of a histogram of one value per document under replace-one.
 HISTOGRAM_SENSITIVITY = math.sqrt(2.0)
 
-#: Public grids: log-spaced bins for ‖m1_n‖, ‖m2_n‖_F ∈ (0, 1] and for B_n relative to r³.
+#: ℓ2 sensitivity of the scan release ``[Σ_n x_n/l_n, hist(‖x_n‖₂)]`` (module docstring).
+SCAN_SENSITIVITY = 2.0
+
+#: Public grids: log-spaced bins for ‖m1_n‖, ‖m2_n‖_F ∈ (0, 1], for B_n relative to r³ and for ‖x_n‖₂ ≥ 1.
 NORM_GRID = (2.0 ** -24, 1.0, 96)
+COUNT_NORM_GRID = (1.0, 2.0 ** 20, 160)
 TENSOR_GRID = (2.0 ** -40, 2.0 ** 4, 176)
 
 
@@ -284,13 +297,66 @@ def assemble_tensor_apply(e3u: np.ndarray, U: np.ndarray, e2w: np.ndarray, m: np
             + coef.b3 * (m[:, None] * (mu * mu)[None, :] - m1_var * sym_apply(gram)))
 
 
-def em_sensitivity(length_cap: float) -> float:
-    """ℓ2 sensitivity of the EM statistics ``Σ_n c̃_n ∘ φ_n`` (k×d) with lengths capped at ``L``.
+def em_sensitivity(norm_cap: float) -> float:
+    """ℓ2 sensitivity of the EM statistics ``Σ_n c̃_n ∘ φ_n`` (k×d), ``c̃_n = x_n·min(1, C/‖x_n‖₂)``.
 
-    A document's statistics are nonnegative and sum to its (capped) length
-    ``≤ L``, so their Frobenius norm is ≤ L and two of them differ by ≤ ``√2·L``.
+    For each word ``Σ_i φ_wi = 1``, so ``‖c̃ ∘ φ‖_F ≤ ‖c̃‖₂ ≤ C``; the
+    statistics are nonnegative, so two documents' differ by ≤ ``√2·C``. A
+    document of ``l`` tokens has ``‖x‖₂`` between ``√l`` (all distinct) and
+    ``l``: clipping the norm instead of the length costs ~√l, not l.
     """
-    return math.sqrt(2.0) * float(length_cap)
+    return math.sqrt(2.0) * float(norm_cap)
+
+
+def count_norms(counts: sp.csr_matrix) -> np.ndarray:
+    """``‖x_n‖₂`` of every document's count vector."""
+    c = counts.copy()
+    c.data = c.data ** 2
+    return np.sqrt(np.asarray(c.sum(axis=1)).ravel())
+
+
+def working_columns(frequencies: np.ndarray, h: int) -> np.ndarray:
+    """The ``h`` words of largest (noisy) frequency, in increasing column order.
+
+    Post-processing of the scan release; ties go to the smaller index.
+    """
+    f = np.asarray(frequencies, dtype=np.float64)
+    if not 1 <= h <= f.size:
+        raise ValueError(f"working_vocab must be in [1, {f.size}], got {h}")
+    return np.sort(np.argsort(-f, kind="stable")[:h])
+
+
+def embed_topics(topic_word: np.ndarray, columns: np.ndarray, frequencies: np.ndarray, d: int) -> np.ndarray:
+    """Topics over ``columns`` extended to ``d`` words: a start for EM on the full vocabulary.
+
+    Each topic keeps the working vocabulary's share ``s`` of the (noisy,
+    floored) frequencies and spreads ``1 − s`` over the other words in
+    proportion to their frequencies: the tail carries no topic information
+    until EM assigns it.
+    """
+    f = np.maximum(np.asarray(frequencies, dtype=np.float64), 0.0)
+    total = f.sum()
+    if columns.size == d or total <= 0:
+        out = np.zeros((topic_word.shape[0], d))
+        out[:, columns] = topic_word
+        return out
+    tail = np.ones(d, dtype=bool)
+    tail[columns] = False
+    share = float(np.clip(f[columns].sum() / total, 0.0, 1.0))
+    tail_f = f[tail] if f[tail].sum() > 0 else np.ones(int(tail.sum()))
+    out = np.empty((topic_word.shape[0], d))
+    out[:, columns] = share * topic_word
+    out[:, tail] = (1.0 - share) * tail_f / tail_f.sum()
+    return out
+
+
+def threshold_noisy(noisy: np.ndarray, sigma: float, t: float) -> np.ndarray:
+    """Hard-threshold a noisy nonnegative release at ``t·σ`` (post-processing).
+
+    Entries the noise alone would reach (below ``t`` standard deviations) are
+    set to 0. With ``t = 0`` this is the floor at 0.
+    """
+    return np.where(noisy > t * sigma, noisy, 0.0)
 
 
 @dataclass(frozen=True)
