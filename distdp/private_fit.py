@@ -169,16 +169,13 @@ def _fit_scalable(oc, params, mech, epsilon, delta, rng, ledger, refine, refine_
                   working_vocab, update):
     config = lda_private.PrivateSpectralConfig(epsilon, delta, mechanism=mech, length_cap=length_cap)
     d = oc.vocab_size
-    h = private_pipeline.default_working_vocab(d, params.k, refine) if working_vocab is None else working_vocab
-    if isinstance(h, bool) or int(h) != h or not params.k <= h <= d:
-        raise ValueError(f"working_vocab must be an integer in [k, vocabulary size] = [{params.k}, {d}], "
-                         f"got {working_vocab!r}")
+    h = private_pipeline.check_working_vocab(working_vocab, d, params.k, refine)
     plan = _budget_plan(config, refine, refine_budget, scan=bool(refine) or h < d)
     fit = private_pipeline.fit_lda_private_scalable(oc.backend, d, params, config, rng, ledger, plan,
-                                                     refine=refine, eta=eta, working_vocab=int(h), progress=update)
+                                                     refine=refine, eta=eta, working_vocab=h, progress=update)
     return {"topic_word": fit.topic_word, "alpha": fit.alpha, "ledger": ledger, "spectral": fit.spectral,
             "variational": fit.em.variational if fit.em is not None else None, "em": fit.em,
-            "working_vocab": int(h), "em_norm_cap": fit.scan.norm_cap if fit.em is not None else None,
+            "working_vocab": h, "em_norm_cap": fit.scan.norm_cap if fit.em is not None else None,
             "guarantee": "proven" if ledger.private else "none: reproducible (seeded) noise",
             "assumptions": ASSUMPTIONS[mech]}
 
@@ -218,8 +215,8 @@ def _report(fit, oc, params, mech, epsilon, delta, spent, seed, reproducible, re
                          "coherence on the training corpus"],
         "ledger": [r.to_dict() for r in ledger.releases],
     }
-    stats = {**fit["spectral"].result.stats, "vocab_size": oc.vocab_size} if "spectral" in fit else {"n_docs": int(sum(oc.backend.call("row_count"))),
-                                                                   "vocab_size": oc.vocab_size}
+    stats = ({**fit["spectral"].result.stats, "vocab_size": oc.vocab_size} if "spectral" in fit else
+             {"n_docs": int(sum(oc.backend.call("row_count"))), "vocab_size": oc.vocab_size})
     info = {
         "method": f"private spectral ({mech})" + (f" on the {fit['working_vocab']} most frequent words (noisy)"
                                                   if fit.get("working_vocab", oc.vocab_size) < oc.vocab_size else "")

@@ -374,9 +374,15 @@ class PrivateLDA:
     em: RefineResult | None
 
 
-def default_working_vocab(d: int, k: int, refine: int) -> int:
-    """``min(d, 100·k)`` when EM extends the topics to every word, else ``d``."""
-    return min(d, WORKING_VOCAB_PER_TOPIC * k) if refine else d
+def check_working_vocab(working_vocab, d: int, k: int, refine: int) -> int:
+    """The working vocabulary size: ``working_vocab``, checked, or by default
+    ``min(d, 100·k)`` when EM extends the topics to every word, else ``d``."""
+    if working_vocab is None:
+        return min(d, WORKING_VOCAB_PER_TOPIC * k) if refine else d
+    if isinstance(working_vocab, bool) or int(working_vocab) != working_vocab or not k <= working_vocab <= d:
+        raise ValueError(f"working_vocab must be an integer in [k, vocabulary size] = [{k}, {d}], "
+                         f"got {working_vocab!r}")
+    return int(working_vocab)
 
 
 def fit_lda_private_scalable(backend: Backend, vocab_size: int, params: SpectralParams,
@@ -401,13 +407,11 @@ def fit_lda_private_scalable(backend: Backend, vocab_size: int, params: Spectral
     eta : float
         EM topic-word smoothing.
     working_vocab : int, optional
-        Words the spectral fit runs on (default :func:`default_working_vocab`).
+        Words the spectral fit runs on (default: :func:`check_working_vocab`).
         Without EM the topics are zero outside them.
     """
     d = vocab_size
-    h = default_working_vocab(d, params.k, refine) if working_vocab is None else int(working_vocab)
-    if not params.k <= h <= d:
-        raise ValueError(f"working_vocab must be in [k, vocabulary size] = [{params.k}, {d}], got {working_vocab!r}")
+    h = check_working_vocab(working_vocab, d, params.k, refine)
     scan = None
     if h < d or refine:
         n_total = int(sum(backend.call("row_count")))
