@@ -74,6 +74,7 @@ class Shard:
         self._norms = None
         self._clip3 = None
         self._view = None
+        self._em_counts = None
 
     @property
     def vocab_size(self) -> int:
@@ -210,9 +211,11 @@ class Shard:
         """
         warm = self._gamma if (key is not None and key == self._gamma_key) else None
         counts = self.counts
-        if norm_cap is not None:
-            scale = lda_private.clip_factors(lda_private.count_norms(counts), norm_cap)
-            counts = sp.csr_matrix(sp.diags(scale) @ counts)
+        if norm_cap is not None:  # the clipped counts are the same every EM iteration: build them once
+            if self._em_counts is None or self._em_counts[0] != norm_cap:
+                scale = lda_private.clip_factors(lda_private.count_norms(counts), norm_cap)
+                self._em_counts = (norm_cap, sp.csr_matrix(sp.diags(scale) @ counts))
+            counts = self._em_counts[1]
         res = refine.e_step(counts, exp_elog_beta, alpha, warm, max_iter, tol, True, elog_beta)
         self._gamma, self._gamma_key = res.gamma, key
         return res.sstats, res.doc_bound, self.n_total, res.iterations
