@@ -22,7 +22,8 @@ the same shard code and coordinator as Ray). Noise is seeded (reproducible
 experiment: every fit reports "not private"). A fit whose noisy M2 has
 σ_k ≤ 0 fails; it is scored as L1 = 2 (the maximum) and counted.
 
-Run: ``.venv/bin/python benchmarks/lda_privacy_utility.py [--part scalable|default|dense|all] [--runs 2]``
+Run: ``.venv/bin/python benchmarks/lda_privacy_utility.py [--part scalable|default|dense|all] [--runs 2]
+[--n 1000000] [--eps 2 4 8]`` (``--n``/``--eps`` recompute only those rows and keep the rest).
 Writes ``benchmarks/results/lda_privacy_utility.{json,png}``.
 """
 from __future__ import annotations
@@ -102,21 +103,27 @@ def dense_fit(be, d, k, mech, eps, acc, seed):
     return res.topic_word, res.ledger.epsilon(DELTA)
 
 
-def run_part(spec, mechs, fitters, runs, rows, accountings=("tight", "basic"), baseline="non-private", save=None):
+def run_part(spec, mechs, fitters, runs, rows, accountings=("tight", "basic"), baseline="non-private", save=None,
+             epsilons=EPS):
+    """Run every (N, run, mechanism, accounting, ε) of ``spec``, appending to ``rows``.
+
+    The non-private baseline of an (N, run) already in ``rows`` is kept, not refitted.
+    """
     d, k = spec["d"], spec["k"]
     for n in spec["N"]:
         for run in range(runs if n < 1_000_000 else 1):
             c, be = corpus(n, d, k, run)
-            t0 = time.perf_counter()
-            base = (fit_spectral(be, d, SpectralParams(k=k, alpha0=1.0), np.random.default_rng(run)).topic_word
-                    if baseline == "non-private" else nonprivate_em(be, d, k, run))
-            rows.append({"d": d, "k": k, "N": n, "run": run, "mechanism": baseline, "accounting": "-",
-                         "epsilon": None, "l1": score(base, c.topic_word),
-                         "seconds": time.perf_counter() - t0})
-            print(rows[-1], flush=True)
+            if not any(r["d"] == d and r["N"] == n and r["run"] == run and r["mechanism"] == baseline for r in rows):
+                t0 = time.perf_counter()
+                base = (fit_spectral(be, d, SpectralParams(k=k, alpha0=1.0), np.random.default_rng(run)).topic_word
+                        if baseline == "non-private" else nonprivate_em(be, d, k, run))
+                rows.append({"d": d, "k": k, "N": n, "run": run, "mechanism": baseline, "accounting": "-",
+                             "epsilon": None, "l1": score(base, c.topic_word),
+                             "seconds": time.perf_counter() - t0})
+                print(rows[-1], flush=True)
             for mech in mechs:
                 for acc in accountings:
-                    for eps in EPS:
+                    for eps in epsilons:
                         t0 = time.perf_counter()
                         try:
                             tw, spent = fitters[mech](be, d, k, mech, eps, acc, 1000 * run + int(10 * eps))
@@ -170,7 +177,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--part", choices=["scalable", "default", "dense", "all"], default="all")
     ap.add_argument("--runs", type=int, default=2)
+    ap.add_argument("--n", type=int, nargs="+", help="only these corpus sizes of the d = 5,000 parts "
+                    "(their other rows and baselines are kept)")
+    ap.add_argument("--eps", type=float, nargs="+", default=EPS, help="only these ε (the other rows are kept)")
     args = ap.parse_args()
+    scalable = {**SCALABLE, "N": args.n or SCALABLE["N"]}
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / "lda_privacy_utility.json"
     rows = json.loads(path.read_text())["rows"] if path.exists() else []
@@ -179,12 +190,18 @@ def main() -> None:
         path.write_text(json.dumps({"delta": DELTA, "epsilons": EPS, "rows": rows, "median_l1": summarise(rows)},
                                    indent=1) + "\n")
 
+    def rerun(r, mechs):  # a row this invocation recomputes
+        return (r["d"] == SCALABLE["d"] and r["N"] in scalable["N"] and r["mechanism"] in mechs
+                and r["epsilon"] in args.eps)
+
     if args.part in ("scalable", "all"):
-        rows = [r for r in rows if r["d"] != SCALABLE["d"] or r["mechanism"] in ("whitened+em", "non-private+em")]
-        run_part(SCALABLE, ["whitened", "power"], {m: scalable_fit for m in ("whitened", "power")}, args.runs, rows)
+        rows = [r for r in rows if not rerun(r, ("whitened", "power"))]
+        run_part(scalable, ["whitened", "power"], {m: scalable_fit for m in ("whitened", "power")}, args.runs, rows,
+                 epsilons=args.eps)
     if args.part in ("default", "all"):
-        rows = [r for r in rows if not (r["d"] == SCALABLE["d"] and r["mechanism"] in ("whitened+em", "non-private+em"))]
-        run_part(SCALABLE, ["whitened+em"], {"whitened+em": default_fit}, args.runs, rows, ("tight",), "non-private+em", save)
+        rows = [r for r in rows if not rerun(r, ("whitened+em",))]
+        run_part(scalable, ["whitened+em"], {"whitened+em": default_fit}, args.runs, rows, ("tight",), "non-private+em",
+                 save, args.eps)
     if args.part in ("dense", "all"):
         rows = [r for r in rows if r["d"] != DENSE["d"]]
         fitters = {**{m: dense_fit for m in DENSE_MECHS}, "whitened": scalable_fit}
