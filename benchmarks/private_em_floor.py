@@ -17,6 +17,7 @@ Writes ``benchmarks/results/private_em_floor.json``.
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -25,7 +26,12 @@ import scipy.sparse as sp
 
 from distdp import lda, refine
 from distdp.privacy import accounting, lda_private
-from lda_privacy_utility import DELTA, corpus
+
+# The sibling benchmark script (benchmarks/lda_privacy_utility.py, in this repository, not a
+# package): the same corpus. Its directory is put on the path so any working directory or
+# ``python -m`` works, not only ``python benchmarks/private_em_floor.py``.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from lda_privacy_utility import DELTA, corpus  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "results" / "private_em_floor.json"
 N, D, K, EPSILON, ETA = 1_000_000, 5000, 10, 1.0, 0.1
