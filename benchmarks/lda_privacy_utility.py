@@ -11,8 +11,10 @@ tight accounting (joint PLD calibration, the default) and with the papers'
 basic composition (ε split over the releases), against the non-private fit.
 Part ``default`` (d = 5,000): the private default of ``fit-lda --epsilon``
 (``whitened+em``: a scan release picks the 1,000 most frequent words, the
-spectral fit runs on them, then 3 private EM iterations on all words with
-half the budget), against the non-private spectral fit + 3 EM iterations.
+spectral fit runs on them, a tail release unmixes every other word's topics,
+then 2 private EM iterations on all words; budget fractions in
+:func:`distdp.private_fit.budget_plan`), against the non-private spectral
+fit + 3 EM iterations.
 Part ``dense`` (d = 100, k = 5, N ∈ {10⁴, 10⁵}): the papers' configurations
 1–4 and AGN/AVN (distdp.privacy.lda_dense), which form M3 and are refused at
 d = 5,000, with the scalable ones on the same corpora.
@@ -70,12 +72,13 @@ def scalable_fit(be, d, k, mech, eps, acc, seed):
 
 
 def default_fit(be, d, k, mech, eps, acc, seed):
-    """The private default of fit-lda: scan, spectral on the working vocabulary, private EM."""
+    """The private default of fit-lda: scan, spectral on the working vocabulary, tail unmixing, private EM."""
     cfg = lda_private.PrivateSpectralConfig(eps, DELTA)
-    plan = private_fit._budget_plan(cfg, private_fit.DEFAULT_REFINE, private_fit.DEFAULT_REFINE_BUDGET, scan=True)
+    plan = private_fit.budget_plan(cfg, private_fit.DEFAULT_REFINE_TAIL, private_fit.DEFAULT_REFINE_BUDGET_TAIL,
+                                   scan=True, tail=True)
     ledger = PrivacyLedger(private=False)
     fit = fit_lda_private_scalable(be, d, SpectralParams(k=k, alpha0=1.0), cfg, np.random.default_rng(seed), ledger,
-                                   plan, refine=private_fit.DEFAULT_REFINE, eta=1.0 / k)
+                                   plan, refine=private_fit.DEFAULT_REFINE_TAIL, eta=1.0 / k)
     return fit.topic_word, ledger.epsilon(DELTA)
 
 

@@ -169,8 +169,9 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
         Seeds the eigensolver's test block and the power method's restarts.
     refine : int, optional
         Batch variational EM iterations after the spectral fit, on the same
-        shards (LDA only; 0 = spectral only). Default 0, or 3 in a private fit
-        (:data:`distdp.private_fit.DEFAULT_REFINE`).
+        shards (LDA only; 0 = spectral only). Default 0; in a private fit 2 after
+        a tail release, else 3 (:data:`distdp.private_fit.DEFAULT_REFINE_TAIL`,
+        :data:`~distdp.private_fit.DEFAULT_REFINE`).
     eta : float, optional
         Topic-word Dirichlet smoothing of the EM (default 1/k).
     coherence : bool
@@ -190,7 +191,10 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
         Private mechanism (:data:`distdp.private_fit.MECHANISMS`); ``auto``:
         ``whitened`` for k ≤ 100, else ``power``.
     refine_budget : float, optional
-        Fraction of the private budget given to the EM iterations (``refine > 0``; default 0.5).
+        Fraction of the private budget given to the refinement (``refine > 0``): the EM iterations and,
+        when the working vocabulary is smaller than the vocabulary, the tail release (half of it).
+        Default 0.75 with a tail release, else 0.5; the spectral stages get the rest, so lower it when
+        the spectral stage reports that the budget cannot be met.
     length_cap : int
         Public cap on tokens per document in the private token count.
     reproducible : bool

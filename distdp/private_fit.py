@@ -27,11 +27,17 @@ SCALABLE = ("whitened", "power")
 DENSE = ("config1", "config1-paper", "config2", "config3", "config4", "agn", "avn")
 MECHANISMS = ("auto",) + SCALABLE + DENSE
 
-#: Private defaults: EM iterations and their budget fraction (benchmarks/lda_privacy_utility.py), and the
-#: scan release's share of the spectral stages' budget.
+#: Private defaults (benchmarks/lda_privacy_utility.py). EM iterations and the refinement's fraction of the
+#: budget: with a tail release (working vocabulary smaller than the vocabulary) the refinement is the tail
+#: release and EM, of which the tail takes TAIL_SHARE (its Gram matrix TAIL_GRAM_SHARE of that); without it
+#: EM alone. The scan takes SCAN_BUDGET of the whole budget, the spectral stages the rest.
 DEFAULT_REFINE = 3
+DEFAULT_REFINE_TAIL = 2
 DEFAULT_REFINE_BUDGET = 0.5
-SCAN_SHARE = 0.02
+DEFAULT_REFINE_BUDGET_TAIL = 0.75
+TAIL_SHARE = 0.5
+TAIL_GRAM_SHARE = 0.02
+SCAN_BUDGET = 0.02
 
 UNIT = "one document; neighbouring corpora replace one document by another (the number of documents is public)"
 
@@ -94,11 +100,27 @@ def vocabulary_entry(corpus) -> tuple[dict, Release | None, float]:
     return {"source": "public (not built from this corpus)"}, None, 0.0
 
 
-def _budget_plan(config: lda_private.PrivateSpectralConfig, refine: int, refine_budget: float,
-                 scan: bool) -> dict:
-    extra = {"scan": (SCAN_SHARE, 1)} if scan else {}
-    if refine:
-        extra["em_sstats"] = (refine_budget / (1.0 - refine_budget), refine)
+def budget_plan(config: lda_private.PrivateSpectralConfig, refine: int, refine_budget: float, scan: bool,
+                tail: bool = False) -> dict:
+    """Noise multipliers of every release of a scalable private fit, from fractions of the budget.
+
+    The scan takes :data:`SCAN_BUDGET` (when made); of the rest the
+    refinement takes ``refine_budget`` (when ``refine > 0``): the tail
+    release :data:`TAIL_SHARE` of it (when ``tail``) and the EM iterations the
+    remainder; the spectral stages get what is left. Fractions are of
+    ``1/m²`` (μ-GDP), so the releases compose exactly to ``(ε, δ)``
+    (:func:`distdp.privacy.lda_private.plan_noise`).
+    """
+    rest = 1.0 - SCAN_BUDGET if scan else 1.0
+    refinement = refine_budget * rest if refine else 0.0
+    tail_frac = TAIL_SHARE * refinement if tail else 0.0
+    em, spectral = refinement - tail_frac, rest - refinement
+    extra = {"scan": (SCAN_BUDGET / spectral, 1)} if scan else {}
+    if em:
+        extra["em_sstats"] = (em / spectral, refine)
+    if tail_frac:
+        extra["tail_gram"] = (TAIL_GRAM_SHARE * tail_frac / spectral, 1)
+        extra["tail_sstats"] = ((1.0 - TAIL_GRAM_SHARE) * tail_frac / spectral, 1)
     return lda_private.plan_noise(config, extra)
 
 
@@ -108,14 +130,18 @@ def fit_lda_private(corpus, k: int, *, alpha0: float, model: str, vocab, vocab_s
                     public_corpus, coherence: bool, t_start: float, working_vocab=None, **solver) -> LDAModel:
     """The private branch of :func:`distdp.api.fit_lda` (same parameters).
 
-    ``refine=None`` → :data:`DEFAULT_REFINE` private EM iterations (LDA with a
-    scalable mechanism; 0 otherwise), ``refine_budget=None`` →
-    :data:`DEFAULT_REFINE_BUDGET`.
+    ``refine=None`` → private EM iterations for LDA with a scalable mechanism
+    (0 otherwise): :data:`DEFAULT_REFINE_TAIL` after a tail release (working
+    vocabulary smaller than the vocabulary), else :data:`DEFAULT_REFINE`;
+    ``refine_budget=None`` → :data:`DEFAULT_REFINE_BUDGET_TAIL` after a tail
+    release, else :data:`DEFAULT_REFINE_BUDGET`.
     """
     from distdp import api
 
+    refine_default = refine is None
     if refine is None:
         refine = DEFAULT_REFINE if model == "lda" and resolve_mechanism(mechanism, k) in SCALABLE else 0
+    budget_default = refine_budget is None
     refine_budget = DEFAULT_REFINE_BUDGET if refine_budget is None else refine_budget
     check_private_args(epsilon, delta, seed, reproducible, refine, refine_budget, length_cap)
     mech = resolve_mechanism(mechanism, k)
@@ -139,7 +165,8 @@ def fit_lda_private(corpus, k: int, *, alpha0: float, model: str, vocab, vocab_s
                 fit = _fit_dense(oc, params, mech, epsilon, delta, rng, reproducible)
             else:
                 fit = _fit_scalable(oc, params, mech, epsilon, delta, rng, ledger, refine, refine_budget,
-                                    length_cap, eta, working_vocab, update)
+                                    length_cap, eta, working_vocab, update, refine_default, budget_default)
+                refine, refine_budget = fit["refine"], fit["refine_budget"]
             resources = oc.resources()
         finally:
             close()
@@ -166,16 +193,20 @@ def fit_lda_private(corpus, k: int, *, alpha0: float, model: str, vocab, vocab_s
 
 
 def _fit_scalable(oc, params, mech, epsilon, delta, rng, ledger, refine, refine_budget, length_cap, eta,
-                  working_vocab, update):
+                  working_vocab, update, refine_default=False, budget_default=False):
     config = lda_private.PrivateSpectralConfig(epsilon, delta, mechanism=mech, length_cap=length_cap)
     d = oc.vocab_size
     h = private_pipeline.check_working_vocab(working_vocab, d, params.k, refine)
-    plan = _budget_plan(config, refine, refine_budget, scan=bool(refine) or h < d)
+    if refine and h < d:  # the tail release already gives every word its topics
+        refine = DEFAULT_REFINE_TAIL if refine_default else refine
+        refine_budget = DEFAULT_REFINE_BUDGET_TAIL if budget_default else refine_budget
+    plan = budget_plan(config, refine, refine_budget, scan=bool(refine) or h < d, tail=bool(refine) and h < d)
     fit = private_pipeline.fit_lda_private_scalable(oc.backend, d, params, config, rng, ledger, plan,
                                                      refine=refine, eta=eta, working_vocab=h, progress=update)
     return {"topic_word": fit.topic_word, "alpha": fit.alpha, "ledger": ledger, "spectral": fit.spectral,
             "variational": fit.em.variational if fit.em is not None else None, "em": fit.em,
-            "working_vocab": h, "em_norm_cap": fit.scan.norm_cap if fit.em is not None else None,
+            "working_vocab": h, "refine": refine, "refine_budget": refine_budget,
+            "em_norm_cap": fit.scan.norm_cap if fit.em is not None else None,
             "guarantee": "proven" if ledger.private else "none: reproducible (seeded) noise",
             "assumptions": ASSUMPTIONS[mech]}
 
@@ -220,7 +251,10 @@ def _report(fit, oc, params, mech, epsilon, delta, spent, seed, reproducible, re
     info = {
         "method": f"private spectral ({mech})" + (f" on the {fit['working_vocab']} most frequent words (noisy)"
                                                   if fit.get("working_vocab", oc.vocab_size) < oc.vocab_size else "")
-                  + (f" + {refine} private variational EM iterations on every word" if refine else ""),
+                  + (" + private unmixing of the other words" if "tail_sstats" in {r.stage for r in ledger.releases}
+                     else "")
+                  + (f" + {refine} private variational EM iteration{'s' if refine > 1 else ''} on every word"
+                     if refine else ""),
         "parameters": {"k": params.k, "alpha0": params.alpha0, "model": params.model, "seed": seed,
                        "backend": backend, "workers": oc.backend.n_shards, "refine": refine,
                        "eta": eta if refine else None, "refine_budget": refine_budget if refine else None,

@@ -173,7 +173,8 @@ def _private_whitening(backend, d, k, p, coef, n_hat, m1, m1_var, c2, config, no
         wh = whitening.top_k_from_symmetric(vals, Q @ vecs, k)
     except ValueError as err:
         raise ValueError(f"the privacy budget cannot be met: the noisy second moment does not support k={k} "
-                         f"topics ({err}). Use a larger epsilon, more documents or a smaller k.") from None
+                         f"topics ({err}). Use a larger epsilon, more documents, a smaller k or (with EM "
+                         f"refinement) a smaller refine_budget.") from None
     # ≈ the top eigenvalue of pure noise: 2σ√d for a symmetric Gaussian matrix, σ(√d+√p) for a d×p block.
     noise_level = 2.0 * noise.plan["m2_whitening"].multiplier * sens / n_hat * (math.sqrt(d) + math.sqrt(p))
     if wh.eigenvalues[-1] <= noise_level:
@@ -181,7 +182,8 @@ def _private_whitening(backend, d, k, p, coef, n_hat, m1, m1_var, c2, config, no
             f"the privacy budget cannot be met: the k-th eigenvalue of the noisy second moment, "
             f"{wh.eigenvalues[-1]:.3g}, is below the spectral norm of its noise, ≈ {noise_level:.3g} "
             f"(2σ(√d + √p), public), so the top-{k} subspace would be noise. Use a larger epsilon, more "
-            f"documents, a smaller vocabulary or a smaller k.")
+            f"documents, a smaller (working) vocabulary, a smaller k or (with EM refinement) a smaller "
+            f"refine_budget.")
     V = vecs[:, np.argsort(vals)[::-1][:k]]
     E = 0.5 * (Q.T @ e2q + (Q.T @ e2q).T)
     e2w = (V.T @ E @ V) / np.sqrt(np.outer(wh.eigenvalues, wh.eigenvalues))
@@ -349,6 +351,36 @@ def refine_em_private(backend: Backend, topic_word: np.ndarray, alpha: np.ndarra
     return RefineResult(lam, [], [], secs)
 
 
+def unmix_tail_private(backend: Backend, columns: np.ndarray, topic_word: np.ndarray, alpha: np.ndarray,
+                       norm_cap: float, noise: _Noise, threshold: float = EM_THRESHOLD, max_inner: int = 100,
+                       tol: float = 1e-3) -> np.ndarray:
+    """Topics on every word from the working-vocabulary fit: the ``tail_gram`` and ``tail_sstats`` releases.
+
+    Each document's mixture ``θ̂_n`` is estimated on its working words alone;
+    the coordinator releases ``G = Σ w_n l_n θ̂_nθ̂_nᵀ`` (unique entries) and
+    ``Q = Σ w_n θ̂_n x_nᵀ`` with Gaussian noise and solves ``β̂ = G⁻¹Q``
+    (:func:`distdp.privacy.lda_private.unmix_topics`). Unlike an EM
+    iteration from topics flat outside the working vocabulary, which spreads
+    each such word over every topic its documents mix (≈ 45% of its mass on
+    wrong topics at Σα = 1), the solve undoes that mixing in one release.
+    """
+    k = topic_word.shape[0]
+    start = np.maximum(topic_word, 1e-12)
+    start = start / start.sum(axis=1, keepdims=True)
+    parts = backend.call("tail_statistics", backend.broadcast(np.asarray(columns)), start, alpha, float(norm_cap),
+                         max_inner, tol)
+    sens_q, sens_g = lda_private.tail_sensitivities(norm_cap)
+    rule = f"w_n = min(1, {norm_cap:.4g}/‖x_n‖₂, {norm_cap:.4g}²/‖x_n‖₁), θ̂_n from the working words"
+    iu = np.triu_indices(k)
+    gram = np.zeros((k, k))
+    gram[iu] = noise.add("tail_gram", _sum([p_[1] for p_ in parts])[iu], sens_g,
+                         note=f"unique entries of Σ_n w_n l_n θ̂_nθ̂_nᵀ (k×k), {rule}")
+    gram = gram + np.triu(gram, 1).T
+    q = noise.add("tail_sstats", _sum([p_[0] for p_ in parts]), sens_q,
+                  note=f"Σ_n w_n θ̂_n x_nᵀ (k×d), {rule}; β̂ = G⁻¹Q, entries below {threshold:g}σ set to 0")
+    return lda_private.unmix_topics(q, gram, noise.plan["tail_sstats"].multiplier * sens_q, threshold)
+
+
 @dataclass
 class PrivateLDA:
     """A private LDA fit: spectral start on a working vocabulary, then private EM on every word.
@@ -389,7 +421,7 @@ def fit_lda_private_scalable(backend: Backend, vocab_size: int, params: Spectral
                              config: lda_private.PrivateSpectralConfig, rng: np.random.Generator,
                              ledger: PrivacyLedger, plan: dict, *, refine: int = 0, eta: float = 0.1,
                              working_vocab: int | None = None, progress: Callable | None = None) -> PrivateLDA:
-    """Private LDA: scan, spectral fit on the working vocabulary, private EM on all words.
+    """Private LDA: scan, spectral fit on the working vocabulary, tail release, private EM on all words.
 
     Parameters
     ----------
@@ -401,7 +433,10 @@ def fit_lda_private_scalable(backend: Backend, vocab_size: int, params: Spectral
     ledger : PrivacyLedger
     plan : dict
         Noise multipliers of every stage, with ``"scan"`` when a scan is made
-        (``working_vocab < d`` or ``refine > 0``) and ``"em_sstats"`` when ``refine > 0``.
+        (``working_vocab < d`` or ``refine > 0``) and ``"em_sstats"`` when ``refine > 0``; with
+        ``"tail_gram"`` and ``"tail_sstats"`` (and ``refine > 0``, ``working_vocab < d``) the
+        other words get their topics from :func:`unmix_tail_private`, else EM starts from
+        :func:`~distdp.privacy.lda_private.embed_topics`.
     refine : int
         Private EM iterations.
     eta : float
@@ -423,7 +458,11 @@ def fit_lda_private_scalable(backend: Backend, vocab_size: int, params: Spectral
         topic_word = np.zeros((params.k, d))
         topic_word[:, columns] = ps.result.topic_word
         return PrivateLDA(topic_word, ps.result.alpha, ps, columns, scan, None)
-    topic_word = lda_private.embed_topics(ps.result.topic_word, columns, scan.frequencies, d)
+    if h < d and "tail_sstats" in plan:
+        topic_word = unmix_tail_private(backend, columns, ps.result.topic_word, ps.result.alpha, scan.norm_cap,
+                                        _Noise(plan, rng, ledger))
+    else:
+        topic_word = lda_private.embed_topics(ps.result.topic_word, columns, scan.frequencies, d)
     share = float(np.clip(np.maximum(scan.frequencies[columns], 0).sum()
                           / max(np.maximum(scan.frequencies, 0).sum(), 1e-300), 1e-3, 1.0))
     em = refine_em_private(backend, topic_word, ps.result.alpha, ps.tokens_hat / share, refine, eta,

@@ -220,6 +220,19 @@ class Shard:
         self._gamma, self._gamma_key = res.gamma, key
         return res.sstats, res.doc_bound, self.n_total, res.iterations
 
+    def tail_statistics(self, columns: np.ndarray, topic_word: np.ndarray, alpha: np.ndarray, norm_cap: float,
+                        max_iter: int = 100, tol: float = 1e-3) -> tuple:
+        """The ``tail`` release's partial sums ``(Q k×d, G k×k)`` (:func:`distdp.privacy.lda_private.tail_statistics`).
+
+        Each document's topic mixture is the E-step's posterior mean on its
+        ``columns`` words under the (already released) ``topic_word`` over them.
+        """
+        counts = self.counts
+        res = refine.e_step(counts[:, columns], topic_word, alpha, None, max_iter, tol, False)
+        weights = lda_private.tail_clip_factors(lda_private.count_norms(counts), moments.doc_lengths(counts),
+                                                norm_cap)
+        return lda_private.tail_statistics(counts, refine.theta_from_gamma(res.gamma), weights)
+
     def transform(self, exp_elog_beta: np.ndarray, alpha: np.ndarray, max_iter: int = 100,
                   tol: float = 1e-3) -> tuple:
         """Topic mixtures of every document: ``(θ n×k float32, in-vocabulary tokens per document, doc ids)``."""

@@ -41,6 +41,20 @@ def test_ray_equals_in_process(ray_session, corpus_dir, tensor):
     assert traffic["m2_product"] == 3 * 2 * D * (K + 10) * 8
 
 
+def test_private_fit_with_tail_release_on_ray_equals_in_process(ray_session, corpus_dir):
+    """The scalable private fit with every release (scan, spectral, tail, EM) on Ray actors.
+
+    Seeded noise (reproducible, not private) so both draw the same noise; tolerance as above.
+    """
+    kw = dict(alpha0=1.0, workers=3, seed=2, progress=False, epsilon=30.0, delta=1e-6, reproducible=True,
+              working_vocab=150, coherence=False)
+    ray_fit = distdp.fit_lda(corpus_dir, K, **kw)
+    local = distdp.fit_lda(corpus_dir, K, backend="local", **kw)
+    stages = [r["stage"] for r in ray_fit.info["privacy"]["ledger"]]
+    assert {"scan", "tail_gram", "tail_sstats", "em_sstats"} <= set(stages)
+    np.testing.assert_allclose(ray_fit.topic_word, local.topic_word, rtol=1e-10, atol=1e-14)
+
+
 def test_bad_shard_reports_file_and_row(ray_session, tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq

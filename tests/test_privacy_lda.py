@@ -111,6 +111,66 @@ def test_em_statistics_sensitivity(data, cap):
     assert np.linalg.norm(sa - sb) <= lda_private.em_sensitivity(cap) * (1 + 1e-9)
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(corpora, st.floats(0.5, 30.0))
+def test_tail_release_sensitivity(data, cap):
+    # Replay the tail release's public inputs (working columns, topics over them, α, C) on both neighbours.
+    a, b, rng = neighbours(data)
+    cols = np.sort(rng.choice(D, size=3, replace=False))
+    tw = rng.dirichlet(np.ones(3), size=K)
+    alpha = np.full(K, 0.3)
+    (qa, ga), (qb, gb) = (s.tail_statistics(cols, tw, alpha, cap, 50, 1e-6) for s in (a, b))
+    sens_q, sens_g = lda_private.tail_sensitivities(cap)
+    iu = np.triu_indices(K)
+    assert np.linalg.norm(qa - qb) <= sens_q * (1 + 1e-9)
+    assert np.linalg.norm(ga[iu] - gb[iu]) <= sens_g * (1 + 1e-9)
+    np.testing.assert_allclose(ga, ga.T)
+
+
+def test_tail_bounds_are_attained():
+    # With K = 1 (θ̂ = 1), each bound is reached against an empty document: a long one-word document
+    # (‖x‖₂ = ‖x‖₁ = 400, clipped to ‖w x‖₂ = C) for Q, and one spreading 70 tokens over every word
+    # (‖x‖₁/‖x‖₂ = √7 > C, so the length bound binds: w·l = C²) for G.
+    def change(row, cap):
+        a, b = Shard(csr([row])), Shard(csr([[0] * D]))
+        (qa, ga), (qb, gb) = (s.tail_statistics(np.arange(D), np.ones((1, D)) / D, np.ones(1), cap) for s in (a, b))
+        return np.linalg.norm(qa - qb), np.linalg.norm(ga - gb)
+
+    assert change([400, 0, 0, 0, 0, 0, 0], 3.0)[0] == pytest.approx(3.0)
+    assert change([10] * D, 2.0)[1] == pytest.approx(4.0)
+
+
+def test_unmixing_inverts_the_mixing_exactly():
+    # With counts equal to their expectation l_n θ_nᵀβ and θ̂ = θ, Q = Gβ exactly, so G⁻¹Q returns β
+    # (brute-force identity check of lda_private.tail_statistics and unmix_topics, no noise).
+    rng = np.random.default_rng(0)
+    beta = rng.dirichlet(np.full(D, 0.5), size=K)
+    theta = rng.dirichlet(np.full(K, 0.3), size=60)
+    lengths = rng.integers(5, 50, size=60).astype(float)
+    expected = sp.csr_matrix(lengths[:, None] * theta @ beta)
+    w = rng.uniform(0.2, 1.0, size=60)
+    Q, G = lda_private.tail_statistics(expected, theta, w)
+    np.testing.assert_allclose(G, (theta * (w * lengths)[:, None]).T @ theta)
+    np.testing.assert_allclose(lda_private.unmix_topics(Q, G, 0.0, 0.0), beta, atol=1e-10)
+    # Thresholding at t·σ_Q‖(G⁻¹)_i‖₂ zeroes exactly the entries below it, then rows are renormalised.
+    sig = 1e-3
+    B = np.linalg.solve(G, Q)
+    got = lda_private.unmix_topics(Q, G, sig, 2.0)
+    keep = B > 2.0 * sig * np.linalg.norm(np.linalg.inv(G), axis=1)[:, None]
+    np.testing.assert_allclose(got, np.where(keep, B, 0) / np.where(keep, B, 0).sum(1, keepdims=True))
+    with pytest.raises(ValueError, match="not positive definite"):
+        lda_private.unmix_topics(Q, -G, 0.0, 0.0)
+    with pytest.raises(ValueError, match="no word above the noise"):
+        lda_private.unmix_topics(Q, G, 1e9, 2.0)
+
+
+def test_tail_weights_cap_both_norms():
+    norms, lengths = np.array([2.0, 5.0, 5.0, 0.0]), np.array([4.0, 5.0, 30.0, 0.0])
+    w = lda_private.tail_clip_factors(norms, lengths, 4.0)
+    np.testing.assert_allclose(w, [1.0, 0.8, 16.0 / 30.0, 1.0])
+    assert np.all(w * norms <= 4.0 + 1e-12) and np.all(w * lengths <= 16.0 + 1e-12)
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(corpora)
 def test_scan_release_sensitivity(data):
@@ -220,6 +280,25 @@ def test_budget_split_composes_to_the_request():
     assert all(b.multiplier > plan[s].multiplier for s, b in basic.items())
 
 
+@pytest.mark.parametrize("tail", [True, False])
+def test_budget_plan_fractions(tail):
+    # Each stage's part of 1/m² (μ-GDP) is the documented fraction of the budget.
+    from distdp import private_fit as pf
+
+    plan = pf.budget_plan(lda_private.PrivateSpectralConfig(1.0, 1e-6), 2, 0.75, scan=True, tail=tail)
+    part = {s: n.count / n.multiplier ** 2 for s, n in plan.items()}
+    total = sum(part.values())
+    frac = {s: v / total for s, v in part.items()}
+    refinement = 0.75 * (1 - pf.SCAN_BUDGET)
+    assert frac["scan"] == pytest.approx(pf.SCAN_BUDGET)
+    tail_frac = pf.TAIL_SHARE * refinement if tail else 0.0
+    assert frac["em_sstats"] == pytest.approx(refinement - tail_frac)
+    assert frac.get("tail_sstats", 0.0) + frac.get("tail_gram", 0.0) == pytest.approx(tail_frac)
+    spectral = sum(v for s, v in frac.items() if s in lda_private.STAGES)
+    assert spectral == pytest.approx(1 - pf.SCAN_BUDGET - refinement)
+    assert mechanisms.gaussian_epsilon(math.sqrt(1 / total), 1e-6) == pytest.approx(1.0, rel=1e-4)
+
+
 def test_noise_is_gaussian_with_the_recorded_scale():
     plan = lda_private.plan_noise(lda_private.PrivateSpectralConfig(1.0, 1e-6))
     ledger = PrivacyLedger()
@@ -292,8 +371,9 @@ def test_large_epsilon_recovers_topics(corpus_p, mechanism):
 
 
 def test_working_vocabulary_fit(corpus_p):
-    # Five seeds measured L1 0.023–0.024 with the spectral stage on the 100 most frequent of
-    # 200 words and EM on all (0.015–0.016 on all 200); tolerance: 2× the non-private error.
+    # Five seeds measured L1 0.023–0.031 with the spectral stage on the 100 most frequent of
+    # 200 words, the tail release and 2 EM iterations on all (0.016 non-private on all 200);
+    # tolerance: 2× the non-private error.
     base = api.fit_lda(corpus_p.counts, 5, backend="local", seed=0, progress=False, coherence=False)
     m = api.fit_lda(corpus_p.counts, 5, backend="local", epsilon=50, delta=1e-6, seed=1, reproducible=True,
                     progress=False, working_vocab=100)
@@ -302,6 +382,7 @@ def test_working_vocabulary_fit(corpus_p):
     assert lda.matched_l1(m.topic_word, corpus_p.topic_word)[0] <= 2 * lda.matched_l1(base.topic_word,
                                                                                        corpus_p.topic_word)[0]
     assert [r["stage"] for r in m.info["privacy"]["ledger"]][0] == "scan"
+    assert "unmixing" in m.info["method"] and m.info["parameters"]["refine"] == 2
     # Without EM the topics live on the working vocabulary only.
     m0 = api.fit_lda(corpus_p.counts, 5, backend="local", epsilon=50, delta=1e-6, seed=1, reproducible=True,
                      progress=False, working_vocab=100, refine=0)
@@ -309,15 +390,18 @@ def test_working_vocabulary_fit(corpus_p):
 
 
 def test_ledger_total_equals_budget_and_report(corpus_p):
-    m = api.fit_lda(corpus_p.counts, 5, backend="local", epsilon=2.0, delta=1e-6, refine=2, progress=False)
+    m = api.fit_lda(corpus_p.counts, 5, backend="local", epsilon=2.0, delta=1e-6, refine=2, progress=False,
+                    working_vocab=100)
     pv = m.info["privacy"]
     assert pv["private"] and pv["guarantee"] == "proven" and pv["noise_source"] == "OS entropy"
     assert 2.0 * (1 - 1e-6) <= pv["epsilon"] <= 2.0 and pv["delta"] == 1e-6
     stages = [r["stage"] for r in pv["ledger"]]
-    assert stages == ["scan", "counts", "m1", "m2_whitening", "tensor_bounds", "whitened_tensor", "em_sstats"]
+    assert stages == ["scan", "counts", "m1", "m2_whitening", "tensor_bounds", "whitened_tensor", "tail_gram",
+                      "tail_sstats", "em_sstats"]
     em = pv["ledger"][-1]
     cap = m.info["parameters"]["em_norm_cap"]
     assert em["count"] == 2 and em["sensitivity"] == pytest.approx(lda_private.em_sensitivity(cap))
+    assert [r["sensitivity"] for r in pv["ledger"][-3:-1]] == pytest.approx(lda_private.tail_sensitivities(cap)[::-1])
     assert "refine" not in m.info and "n_docs_used" not in m.info["corpus"]
     assert "omitted" in m.info["coherence"]
     rebuilt = PrivacyLedger.from_dict({"releases": pv["ledger"]})

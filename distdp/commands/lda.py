@@ -30,8 +30,8 @@ def register(sub) -> None:
     p.add_argument("--restarts", type=int, help="power-method restarts L")
     p.add_argument("--iters", type=int, help="power-method iterations R")
     p.add_argument("--refine", type=int,
-                   help="batch variational EM iterations after the spectral fit (LDA only; default 0, "
-                        "3 in a private fit)")
+                   help="batch variational EM iterations after the spectral fit (LDA only; default 0; "
+                        "in a private fit 2 after a tail release, else 3)")
     p.add_argument("--eta", type=float, help="topic-word Dirichlet smoothing of the EM (default 1/k)")
     p.add_argument("--no-coherence", action="store_true", help="skip the NPMI coherence pass")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
@@ -43,7 +43,8 @@ def register(sub) -> None:
                             "config4", "agn", "avn"],
                    help="auto: whitened (k ≤ 100) or power; config*/agn/avn: small vocabularies (papers)")
     d.add_argument("--refine-budget", type=float,
-                   help="fraction of the budget for the EM iterations (default 0.5)")
+                   help="fraction of the budget for the refinement: EM and, with a working vocabulary "
+                        "smaller than the vocabulary, the tail release (default 0.75 then, else 0.5)")
     d.add_argument("--length-cap", type=int, default=100,
                    help="public cap on tokens per document in the private token count")
     d.add_argument("--working-vocab", type=int,

@@ -30,6 +30,11 @@ smaller than ``d`` makes one ``scan`` release on the whole vocabulary:
 ≤ √2, and the histogram by ≤ √2: sensitivity ``√(2 + 2) = 2``, no clipping.
 Its frequencies choose the working vocabulary (the ``h`` most frequent
 words), on which releases 1–5 run; its histogram gives the EM clip bound.
+After them, when EM extends a working vocabulary to every word, the
+``tail_gram`` and ``tail_sstats`` releases (:func:`tail_statistics`,
+sensitivities :func:`tail_sensitivities`) give every word its topics
+(:func:`unmix_topics`), and each EM iteration releases its statistics
+(:func:`em_sensitivity`).
 
 Only the *raw* moments ``E[x1⊗x2]``, ``E[x1⊗x2⊗x3]`` and ``M1`` are released;
 the α0 corrections of LDA (SPEC §4) are post-processing of the releases, with
@@ -306,6 +311,77 @@ def em_sensitivity(norm_cap: float) -> float:
     ``l``: clipping the norm instead of the length costs ~√l, not l.
     """
     return math.sqrt(2.0) * float(norm_cap)
+
+
+def tail_clip_factors(norms: np.ndarray, lengths: np.ndarray, norm_cap: float) -> np.ndarray:
+    """Per-document weights of the ``tail`` release: ``min(1, C/‖x_n‖₂, C²/‖x_n‖₁)``.
+
+    The first bound caps the unmixing statistics, the second the topic Gram
+    matrix (:func:`tail_sensitivities`). For integer counts ``‖x‖₁ ≤ ‖x‖₂²``,
+    so the second bound only bites on documents the first already clips.
+    """
+    c = float(norm_cap)
+    return np.minimum(clip_factors(norms, c), clip_factors(np.asarray(lengths, dtype=np.float64), c * c))
+
+
+def tail_statistics(counts: sp.csr_matrix, theta: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The ``tail`` release's sums: ``Q = Σ_n w_n θ̂_n x_nᵀ`` (k×d) and ``G = Σ_n w_n l_n θ̂_n θ̂_nᵀ`` (k×k).
+
+    ``θ̂_n`` is document n's topic mixture estimated from its working-vocabulary
+    words only. Where those are independent of word ``v`` given ``θ_n`` and
+    ``θ̂_n`` is the posterior mean, ``E[Q] = G β`` (each ``x_nv`` has mean
+    ``l_n θ_nᵀβ_{·v}``, and ``E[θ̂ θᵀ] = E[θ̂ θ̂ᵀ]``), so :func:`unmix_topics`
+    recovers β on every word from one release instead of EM's slow, noisy
+    sharpening of words outside the working vocabulary.
+    """
+    counts = sp.csr_matrix(counts)
+    w = np.asarray(weights, dtype=np.float64)
+    lengths = np.asarray(counts.sum(axis=1)).ravel()
+    Q = np.asarray((counts.T @ (theta * w[:, None])).T)
+    G = (theta * (w * lengths)[:, None]).T @ theta
+    return Q, G
+
+
+def tail_sensitivities(norm_cap: float) -> tuple[float, float]:
+    """ℓ2 sensitivities of ``Q`` and of ``G``'s unique entries (:func:`tail_statistics`).
+
+    With the weights of :func:`tail_clip_factors` and ``θ̂_n`` on the simplex
+    (``‖θ̂‖₂ ≤ 1``): ``‖w θ̂ xᵀ‖_F = w‖θ̂‖₂‖x‖₂ ≤ C`` and
+    ``‖w l θ̂θ̂ᵀ‖_F = w l ‖θ̂‖₂² ≤ C²``. Both are nonnegative, so two documents'
+    terms differ by ≤ ``√2·C`` and ``√2·C²``; the unique entries of a
+    symmetric matrix have norm ≤ its Frobenius norm.
+    """
+    c = float(norm_cap)
+    return math.sqrt(2.0) * c, math.sqrt(2.0) * c * c
+
+
+def unmix_topics(Q: np.ndarray, G: np.ndarray, sigma_q: float, threshold: float) -> np.ndarray:
+    """Topics on every word from the noisy ``tail`` release: ``β̂ = G⁻¹Q``, thresholded, rows normalised.
+
+    Entry ``(i, v)`` of ``G⁻¹Q`` carries noise of standard deviation
+    ``σ_Q ‖(G⁻¹)_i‖₂``; entries below ``threshold`` of those are set to 0
+    (post-processing, as :func:`threshold_noisy`).
+
+    Raises
+    ------
+    ValueError
+        When the noisy ``G`` is not positive definite (too little data or budget).
+    """
+    G = 0.5 * (G + G.T)
+    evals = np.linalg.eigvalsh(G)
+    if evals[0] <= 0:
+        raise ValueError(f"the privacy budget cannot be met: the noisy topic Gram matrix of the tail release is "
+                         f"not positive definite (smallest "
+                         f"eigenvalue {evals[0]:.3g}): too few documents or too small a budget for this k")
+    Ginv = np.linalg.inv(G)
+    B = Ginv @ Q
+    sigma = float(sigma_q) * np.linalg.norm(Ginv, axis=1)[:, None]
+    B = np.where(B > threshold * sigma, B, 0.0)
+    mass = B.sum(axis=1, keepdims=True)
+    if np.any(mass <= 0):
+        raise ValueError("the privacy budget cannot be met: a topic has no word above the noise in the tail "
+                         "release; use a larger epsilon or more documents")
+    return B / mass
 
 
 def count_norms(counts: sp.csr_matrix) -> np.ndarray:
