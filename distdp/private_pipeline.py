@@ -107,6 +107,10 @@ class ColumnBackend:
         """``Shard.<method>(*args)`` on the restricted documents of every shard."""
         return self.backend.call("on_columns", self._ref, self._key, method, *args)
 
+    def call_full(self, method: str, *args) -> list:
+        """``Shard.<method>(columns, key, *args)`` on the whole shards (a method that also reads the view)."""
+        return self.backend.call(method, self._ref, self._key, *args)
+
     def broadcast(self, value):
         """As the underlying backend."""
         return self.backend.broadcast(value)
@@ -351,10 +355,10 @@ def refine_em_private(backend: Backend, topic_word: np.ndarray, alpha: np.ndarra
     return RefineResult(lam, [], [], secs)
 
 
-def unmix_tail_private(backend: Backend, columns: np.ndarray, topic_word: np.ndarray, alpha: np.ndarray,
+def unmix_tail_private(view: ColumnBackend, topic_word: np.ndarray, alpha: np.ndarray,
                        norm_cap: float, noise: _Noise, threshold: float = EM_THRESHOLD, max_inner: int = 100,
                        tol: float = 1e-3) -> np.ndarray:
-    """Topics on every word from the working-vocabulary fit: the ``tail_gram`` and ``tail_sstats`` releases.
+    """Topics on every word from the fit on ``view``'s working vocabulary (``tail_gram``, ``tail_sstats``).
 
     Each document's mixture ``θ̂_n`` is estimated on its working words alone;
     the coordinator releases ``G = Σ w_n l_n θ̂_nθ̂_nᵀ`` (unique entries) and
@@ -367,8 +371,7 @@ def unmix_tail_private(backend: Backend, columns: np.ndarray, topic_word: np.nda
     k = topic_word.shape[0]
     start = np.maximum(topic_word, 1e-12)
     start = start / start.sum(axis=1, keepdims=True)
-    parts = backend.call("tail_statistics", backend.broadcast(np.asarray(columns)), start, alpha, float(norm_cap),
-                         max_inner, tol)
+    parts = view.call_full("tail_statistics", start, alpha, float(norm_cap), max_inner, tol)
     sens_q, sens_g = lda_private.tail_sensitivities(norm_cap)
     rule = f"w_n = min(1, {norm_cap:.4g}/‖x_n‖₂, {norm_cap:.4g}²/‖x_n‖₁), θ̂_n from the working words"
     iu = np.triu_indices(k)
@@ -447,10 +450,10 @@ def fit_lda_private_scalable(backend: Backend, vocab_size: int, params: Spectral
     """
     d = vocab_size
     h = check_working_vocab(working_vocab, d, params.k, refine)
-    scan = None
+    scan, noise = None, _Noise(plan, rng, ledger)
     if h < d or refine:
         n_total = int(sum(backend.call("row_count")))
-        scan = private_scan(backend, max(n_total, 1), config.quantile, _Noise(plan, rng, ledger))
+        scan = private_scan(backend, max(n_total, 1), config.quantile, noise)
     columns = lda_private.working_columns(scan.frequencies, h) if h < d else np.arange(d)
     view = ColumnBackend(backend, columns) if h < d else backend
     ps = fit_spectral_private(view, h, params, config, rng, ledger, plan, progress)
@@ -459,8 +462,7 @@ def fit_lda_private_scalable(backend: Backend, vocab_size: int, params: Spectral
         topic_word[:, columns] = ps.result.topic_word
         return PrivateLDA(topic_word, ps.result.alpha, ps, columns, scan, None)
     if h < d and "tail_sstats" in plan:
-        topic_word = unmix_tail_private(backend, columns, ps.result.topic_word, ps.result.alpha, scan.norm_cap,
-                                        _Noise(plan, rng, ledger))
+        topic_word = unmix_tail_private(view, ps.result.topic_word, ps.result.alpha, scan.norm_cap, noise)
     else:
         topic_word = lda_private.embed_topics(ps.result.topic_word, columns, scan.frequencies, d)
     share = float(np.clip(np.maximum(scan.frequencies[columns], 0).sum()

@@ -150,9 +150,12 @@ class Shard:
         The restricted shard is built once per ``key`` and rebuilt after an
         actor restart, so the caller needs no state on the shard.
         """
+        return getattr(self._columns_view(columns, key), method)(*args)
+
+    def _columns_view(self, columns: np.ndarray, key) -> "Shard":
         if self._view is None or self._view[0] != key:
             self._view = (key, Shard(self.counts[:, columns]))
-        return getattr(self._view[1], method)(*args)
+        return self._view[1]
 
     def private_m1(self, clip1: float) -> np.ndarray:
         """``Σ_n f_n m1_n`` (d,), ``f_n = min(1, C1/‖m1_n‖)``."""
@@ -220,18 +223,17 @@ class Shard:
         self._gamma, self._gamma_key = res.gamma, key
         return res.sstats, res.doc_bound, self.n_total, res.iterations
 
-    def tail_statistics(self, columns: np.ndarray, topic_word: np.ndarray, alpha: np.ndarray, norm_cap: float,
-                        max_iter: int = 100, tol: float = 1e-3) -> tuple:
-        """The ``tail`` release's partial sums ``(Q k×d, G k×k)`` (:func:`distdp.privacy.lda_private.tail_statistics`).
+    def tail_statistics(self, columns: np.ndarray, key, topic_word: np.ndarray, alpha: np.ndarray,
+                        norm_cap: float, max_iter: int = 100, tol: float = 1e-3) -> tuple:
+        """The ``tail`` release's partial sums ``(Q, G)`` (:func:`distdp.privacy.lda_private.tail_statistics`).
 
         Each document's topic mixture is the E-step's posterior mean on its
-        ``columns`` words under the (already released) ``topic_word`` over them.
+        ``columns`` words (the restricted shard of :meth:`on_columns` with the
+        same ``key``) under the (already released) ``topic_word`` over them.
         """
-        counts = self.counts
-        res = refine.e_step(counts[:, columns], topic_word, alpha, None, max_iter, tol, False)
-        weights = lda_private.tail_clip_factors(lda_private.count_norms(counts), moments.doc_lengths(counts),
-                                                norm_cap)
-        return lda_private.tail_statistics(counts, refine.theta_from_gamma(res.gamma), weights)
+        sub = self._columns_view(columns, key).counts
+        res = refine.e_step(sub, topic_word, alpha, None, max_iter, tol, False)
+        return lda_private.tail_statistics(self.counts, refine.theta_from_gamma(res.gamma), norm_cap)
 
     def transform(self, exp_elog_beta: np.ndarray, alpha: np.ndarray, max_iter: int = 100,
                   tol: float = 1e-3) -> tuple:

@@ -119,7 +119,7 @@ def test_tail_release_sensitivity(data, cap):
     cols = np.sort(rng.choice(D, size=3, replace=False))
     tw = rng.dirichlet(np.ones(3), size=K)
     alpha = np.full(K, 0.3)
-    (qa, ga), (qb, gb) = (s.tail_statistics(cols, tw, alpha, cap, 50, 1e-6) for s in (a, b))
+    (qa, ga), (qb, gb) = (s.tail_statistics(cols, "v", tw, alpha, cap, 50, 1e-6) for s in (a, b))
     sens_q, sens_g = lda_private.tail_sensitivities(cap)
     iu = np.triu_indices(K)
     assert np.linalg.norm(qa - qb) <= sens_q * (1 + 1e-9)
@@ -133,7 +133,8 @@ def test_tail_bounds_are_attained():
     # (‖x‖₁/‖x‖₂ = √7 > C, so the length bound binds: w·l = C²) for G.
     def change(row, cap):
         a, b = Shard(csr([row])), Shard(csr([[0] * D]))
-        (qa, ga), (qb, gb) = (s.tail_statistics(np.arange(D), np.ones((1, D)) / D, np.ones(1), cap) for s in (a, b))
+        (qa, ga), (qb, gb) = (s.tail_statistics(np.arange(D), "v", np.ones((1, D)) / D, np.ones(1), cap)
+                              for s in (a, b))
         return np.linalg.norm(qa - qb), np.linalg.norm(ga - gb)
 
     assert change([400, 0, 0, 0, 0, 0, 0], 3.0)[0] == pytest.approx(3.0)
@@ -148,8 +149,10 @@ def test_unmixing_inverts_the_mixing_exactly():
     theta = rng.dirichlet(np.full(K, 0.3), size=60)
     lengths = rng.integers(5, 50, size=60).astype(float)
     expected = sp.csr_matrix(lengths[:, None] * theta @ beta)
-    w = rng.uniform(0.2, 1.0, size=60)
-    Q, G = lda_private.tail_statistics(expected, theta, w)
+    cap = 4.0  # clips some documents, so the weights w_n differ
+    w = lda_private.tail_clip_factors(lda_private.count_norms(expected), lengths, cap)
+    assert 0 < w.min() < 1
+    Q, G = lda_private.tail_statistics(expected, theta, cap)
     np.testing.assert_allclose(G, (theta * (w * lengths)[:, None]).T @ theta)
     np.testing.assert_allclose(lda_private.unmix_topics(Q, G, 0.0, 0.0), beta, atol=1e-10)
     # Thresholding at t·σ_Q‖(G⁻¹)_i‖₂ zeroes exactly the entries below it, then rows are renormalised.

@@ -324,8 +324,10 @@ def tail_clip_factors(norms: np.ndarray, lengths: np.ndarray, norm_cap: float) -
     return np.minimum(clip_factors(norms, c), clip_factors(np.asarray(lengths, dtype=np.float64), c * c))
 
 
-def tail_statistics(counts: sp.csr_matrix, theta: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The ``tail`` release's sums: ``Q = Σ_n w_n θ̂_n x_nᵀ`` (k×d) and ``G = Σ_n w_n l_n θ̂_n θ̂_nᵀ`` (k×k).
+def tail_statistics(counts: sp.csr_matrix, theta: np.ndarray, norm_cap: float) -> tuple[np.ndarray, np.ndarray]:
+    """The ``tail`` release's sums ``Q = Σ_n w_n θ̂_n x_nᵀ`` (k×d) and ``G = Σ_n w_n l_n θ̂_nθ̂_nᵀ`` (k×k).
+
+    ``w_n`` are the weights of :func:`tail_clip_factors` with ``C = norm_cap``.
 
     ``θ̂_n`` is document n's topic mixture estimated from its working-vocabulary
     words only. Where those are independent of word ``v`` given ``θ_n`` and
@@ -335,8 +337,8 @@ def tail_statistics(counts: sp.csr_matrix, theta: np.ndarray, weights: np.ndarra
     sharpening of words outside the working vocabulary.
     """
     counts = sp.csr_matrix(counts)
-    w = np.asarray(weights, dtype=np.float64)
-    lengths = np.asarray(counts.sum(axis=1)).ravel()
+    lengths = moments.doc_lengths(counts)
+    w = tail_clip_factors(count_norms(counts), lengths, norm_cap)
     Q = np.asarray((counts.T @ (theta * w[:, None])).T)
     G = (theta * (w * lengths)[:, None]).T @ theta
     return Q, G
@@ -375,8 +377,7 @@ def unmix_topics(Q: np.ndarray, G: np.ndarray, sigma_q: float, threshold: float)
                          f"eigenvalue {evals[0]:.3g}): too few documents or too small a budget for this k")
     Ginv = np.linalg.inv(G)
     B = Ginv @ Q
-    sigma = float(sigma_q) * np.linalg.norm(Ginv, axis=1)[:, None]
-    B = np.where(B > threshold * sigma, B, 0.0)
+    B = threshold_noisy(B, float(sigma_q) * np.linalg.norm(Ginv, axis=1)[:, None], threshold)
     mass = B.sum(axis=1, keepdims=True)
     if np.any(mass <= 0):
         raise ValueError("the privacy budget cannot be met: a topic has no word above the noise in the tail "
