@@ -16,8 +16,8 @@ Writes ``benchmarks/results/private_em_floor.json``.
 """
 from __future__ import annotations
 
+import importlib.util
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -27,11 +27,18 @@ import scipy.sparse as sp
 from distdp import lda, refine
 from distdp.privacy import accounting, lda_private
 
-# The sibling benchmark script (benchmarks/lda_privacy_utility.py, in this repository, not a
-# package): the same corpus. Its directory is put on the path so any working directory or
-# ``python -m`` works, not only ``python benchmarks/private_em_floor.py``.
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lda_privacy_utility import DELTA, corpus  # noqa: E402
+
+def _sibling(name: str):
+    """A sibling benchmark script of this repository (not an installed package), loaded by file path."""
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parent / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+# The same corpus as benchmarks/lda_privacy_utility.py.
+_lpu = _sibling("lda_privacy_utility")
+DELTA, corpus = _lpu.DELTA, _lpu.corpus
 
 OUT = Path(__file__).resolve().parent / "results" / "private_em_floor.json"
 N, D, K, EPSILON, ETA = 1_000_000, 5000, 10, 1.0, 0.1
