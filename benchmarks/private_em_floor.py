@@ -2,8 +2,8 @@
 
 On the ``lda_privacy_utility`` corpus (d = 5,000, k = 10, N = 10⁶, run 0),
 one E-step is run from the *true* topics (oracle posteriors) with the
-private default's clipping (``c̃_n = x_n·min(1, C/‖x_n‖₂)``, C the 0.9
-quantile of ‖x_n‖₂, sensitivity √2·C), and the k×d statistics are released
+private default's clipping (each ``x_n∘φ_n`` scaled to Frobenius norm ≤ C, C the
+0.9 quantile of ‖x_n‖₂, sensitivity √2·C), and the k×d statistics are released
 once with Gaussian noise of multiplier ``m`` · (1, 2, 4, 8), where ``m`` is
 the multiplier of a single Gaussian release that is (ε = 1, δ = 1e-6)-DP.
 The noisy statistics are thresholded at 0 / 2σ / 3σ and scored by matched
@@ -47,13 +47,12 @@ THRESHOLDS = (0.0, 2.0, 3.0)
 
 
 def oracle_statistics(counts: sp.csr_matrix, topic_word: np.ndarray, alpha: np.ndarray, norm_cap: float):
-    """``Σ_n c̃_n ∘ φ_n`` (k×d) of one E-step from the true topics, with the private clipping."""
+    """``Σ_n w_n x_n ∘ φ_n`` (k×d) of one E-step from the true topics, with the private clipping."""
     tokens = float(counts.sum())
     lam = refine.init_lambda(topic_word, alpha, tokens, ETA)
     elog = refine.dirichlet_expectation(lam)
     eeb = np.exp(elog)
-    clipped = sp.csr_matrix(sp.diags(lda_private.clip_factors(lda_private.count_norms(counts), norm_cap)) @ counts)
-    res = refine.e_step(clipped, eeb, alpha, None, 100, 1e-3, True, elog)
+    res = refine.e_step(counts, eeb, alpha, None, 100, 1e-3, True, elog, contribution_cap=norm_cap)
     return eeb * res.sstats
 
 

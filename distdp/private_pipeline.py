@@ -320,9 +320,9 @@ def refine_em_private(backend: Backend, topic_word: np.ndarray, alpha: np.ndarra
                       tol: float = 1e-3, threshold: float = EM_THRESHOLD) -> RefineResult:
     """Private batch variational EM: Gaussian noise on each iteration's summed statistics.
 
-    Each shard runs the E-step with every document's counts scaled by
-    ``min(1, C/‖x_n‖₂)`` (``C = norm_cap``); the coordinator sums
-    ``Σ_n c̃_n ∘ φ_n`` (k×d), adds ``N(0, (multiplier·√2·C)²)`` once, sets
+    Each shard runs the E-step and scales every document's statistic
+    ``x_n ∘ φ_n`` by ``w_n = min(1, C/‖x_n ∘ φ_n‖_F)`` (``C = norm_cap``); the coordinator sums
+    ``Σ_n w_n x_n ∘ φ_n`` (k×d), adds ``N(0, (multiplier·√2·C)²)`` once, sets
     the entries below ``threshold`` noise deviations to 0 and takes
     ``λ = η + that``. The per-document γ/φ, the evidence bound and the inner
     iteration counts stay on the shards (``elbo`` and ``inner_iterations``
@@ -335,7 +335,7 @@ def refine_em_private(backend: Backend, topic_word: np.ndarray, alpha: np.ndarra
     sigma = multiplier * sens
     ledger.record(Release("em_sstats", "gaussian", sens, sigma, n_iter,
                           accounting.gaussian_event(multiplier, n_iter), NEIGHBOUR,
-                          f"Σ_n c̃_n∘φ_n (k×d) per EM iteration, c̃_n = x_n·min(1, {norm_cap:.4g}/‖x_n‖₂); "
+                          f"Σ_n w_n x_n∘φ_n (k×d) per EM iteration, w_n = min(1, {norm_cap:.4g}/‖x_n∘φ_n‖_F); "
                           f"entries below {threshold:g}σ set to 0"))
     lam = refine.init_lambda(topic_word, alpha, tokens_hat, eta)
     key = time.time_ns()
@@ -373,7 +373,8 @@ def unmix_tail_private(view: ColumnBackend, topic_word: np.ndarray, alpha: np.nd
     start = start / start.sum(axis=1, keepdims=True)
     parts = view.call_full("tail_statistics", start, alpha, float(norm_cap), max_inner, tol)
     sens_q, sens_g = lda_private.tail_sensitivities(norm_cap)
-    rule = f"w_n = min(1, {norm_cap:.4g}/‖x_n‖₂, {norm_cap:.4g}²/‖x_n‖₁), θ̂_n from the working words"
+    rule = (f"w_n = min(1, {norm_cap:.4g}/(‖θ̂_n‖₂‖x_n‖₂), {norm_cap:.4g}²/(‖θ̂_n‖₂²‖x_n‖₁)), "
+            f"θ̂_n from the working words")
     iu = np.triu_indices(k)
     gram = np.zeros((k, k))
     gram[iu] = noise.add("tail_gram", _sum([p_[1] for p_ in parts])[iu], sens_g,

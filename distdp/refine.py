@@ -72,7 +72,7 @@ class EStepResult:
 
 def e_step(counts: sp.csr_matrix, exp_elog_beta: np.ndarray, alpha: np.ndarray, gamma0: np.ndarray | None = None,
            max_iter: int = 100, tol: float = 1e-3, with_sstats: bool = True, elog_beta: np.ndarray | None = None,
-           block: int = E_BLOCK) -> EStepResult:
+           block: int = E_BLOCK, contribution_cap: float | None = None) -> EStepResult:
     """Mean-field E-step for every document of ``counts`` (vectorised over documents and words).
 
     Parameters
@@ -92,6 +92,10 @@ def e_step(counts: sp.csr_matrix, exp_elog_beta: np.ndarray, alpha: np.ndarray, 
         multiply by ``Ê_β`` element-wise to get ``Σ c φ``.
     elog_beta : ndarray (k, d), optional
         ``E[log β]`` for the bound (default ``log exp_elog_beta``).
+    contribution_cap : float, optional
+        Private EM: each document's statistic ``c_n ∘ φ_n`` (k×d) is scaled by
+        ``min(1, C/‖c_n ∘ φ_n‖_F)`` before it is summed, so it has Frobenius
+        norm ≤ ``C``. The posterior (γ, φ) still comes from the unscaled counts.
     """
     counts = sp.csr_matrix(counts)
     n, d = counts.shape
@@ -128,11 +132,26 @@ def e_step(counts: sp.csr_matrix, exp_elog_beta: np.ndarray, alpha: np.ndarray, 
         et = np.exp(elog_t)
         norm = np.einsum("ij,ij->i", np.take(et, rows, axis=0), eb_t[cols]) + 1e-100
         if with_sstats:
-            ratio = sp.csr_matrix((C.data / norm, cols, C.indptr), shape=C.shape)
+            data = C.data / norm
+            if contribution_cap is not None:
+                data = data * contribution_scale(data, np.take(et, rows, axis=0) * eb_t[cols], rows,
+                                                 C.shape[0], contribution_cap)[rows]
+            ratio = sp.csr_matrix((data, cols, C.indptr), shape=C.shape)
             sstats += (ratio.T @ et).T
         bound += doc_bound(C, g, elog_t, elog_b, alpha, rows)
         gamma[start:start + block] = g
     return EStepResult(gamma, sstats, bound, iters)
+
+
+def contribution_scale(ratio: np.ndarray, weights: np.ndarray, rows: np.ndarray, n: int, cap: float) -> np.ndarray:
+    """Per-document ``min(1, cap/‖c_n ∘ φ_n‖_F)`` from the nonzeros of a block.
+
+    ``ratio`` is ``c/φnorm`` and ``weights`` is ``Ê_θ ∘ Ê_β`` (nnz×k) at each
+    nonzero, so ``φ = weights/φnorm`` and ``‖c_n∘φ_n‖²_F = Σ ratio² ‖weights‖²``
+    over the document's nonzeros.
+    """
+    sq = np.bincount(rows, ratio ** 2 * np.einsum("ij,ij->i", weights, weights), minlength=n)
+    return np.minimum(1.0, cap / np.maximum(np.sqrt(sq), 1e-300))
 
 
 def doc_bound(C: sp.csr_matrix, gamma: np.ndarray, elog_theta: np.ndarray, elog_beta: np.ndarray,

@@ -74,7 +74,6 @@ class Shard:
         self._norms = None
         self._clip3 = None
         self._view = None
-        self._em_counts = None
 
     @property
     def vocab_size(self) -> int:
@@ -208,18 +207,14 @@ class Shard:
 
         γ is kept between calls with the same ``key`` (warm start of the next
         EM iteration); after a restart it is re-initialised. With
-        ``norm_cap = C`` (private EM) a document's counts are scaled by
-        ``min(1, C/‖x‖₂)``, so its statistics have Frobenius norm ≤ C
-        (:func:`distdp.privacy.lda_private.em_sensitivity`).
+        ``norm_cap = C`` (private EM) each document's statistic ``x ∘ φ`` is
+        scaled by ``min(1, C/‖x ∘ φ‖_F)``, so it has Frobenius norm ≤ C
+        (:func:`distdp.privacy.lda_private.em_sensitivity`); its posterior
+        comes from the unscaled counts.
         """
         warm = self._gamma if (key is not None and key == self._gamma_key) else None
-        counts = self.counts
-        if norm_cap is not None:  # the clipped counts are the same every EM iteration: build them once
-            if self._em_counts is None or self._em_counts[0] != norm_cap:
-                scale = lda_private.clip_factors(lda_private.count_norms(counts), norm_cap)
-                self._em_counts = (norm_cap, sp.csr_matrix(sp.diags(scale) @ counts))
-            counts = self._em_counts[1]
-        res = refine.e_step(counts, exp_elog_beta, alpha, warm, max_iter, tol, True, elog_beta)
+        res = refine.e_step(self.counts, exp_elog_beta, alpha, warm, max_iter, tol, True, elog_beta,
+                            contribution_cap=None if norm_cap is None else float(norm_cap))
         self._gamma, self._gamma_key = res.gamma, key
         return res.sstats, res.doc_bound, self.n_total, res.iterations
 

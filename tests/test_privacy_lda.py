@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from distdp import api, lda, moments
+from distdp import api, lda, moments, refine
 from distdp.cli import main
 from distdp.private_pipeline import _Noise
 from distdp.privacy import lda_private, mechanisms
@@ -150,7 +150,7 @@ def test_unmixing_inverts_the_mixing_exactly():
     lengths = rng.integers(5, 50, size=60).astype(float)
     expected = sp.csr_matrix(lengths[:, None] * theta @ beta)
     cap = 4.0  # clips some documents, so the weights w_n differ
-    w = lda_private.tail_clip_factors(lda_private.count_norms(expected), lengths, cap)
+    w = lda_private.tail_clip_factors(lda_private.count_norms(expected), lengths, cap, np.linalg.norm(theta, axis=1))
     assert 0 < w.min() < 1
     Q, G = lda_private.tail_statistics(expected, theta, cap)
     np.testing.assert_allclose(G, (theta * (w * lengths)[:, None]).T @ theta)
@@ -172,6 +172,30 @@ def test_tail_weights_cap_both_norms():
     w = lda_private.tail_clip_factors(norms, lengths, 4.0)
     np.testing.assert_allclose(w, [1.0, 0.8, 16.0 / 30.0, 1.0])
     assert np.all(w * norms <= 4.0 + 1e-12) and np.all(w * lengths <= 16.0 + 1e-12)
+    # With ‖θ̂‖₂ the terms themselves are capped: ‖θ̂‖‖x‖ ≤ C and ‖θ̂‖²l ≤ C², so mixed documents clip less.
+    norms, lengths, t = np.array([2.0, 10.0, 5.0, 0.0]), np.array([4.0, 10.0, 100.0, 0.0]), np.array([1, 0.5, 0.5, 0.7])
+    wt = lda_private.tail_clip_factors(norms, lengths, 4.0, t)
+    np.testing.assert_allclose(wt, [1.0, 0.8, 0.64, 1.0])
+    np.testing.assert_allclose(lda_private.tail_clip_factors(norms, lengths, 4.0), [1.0, 0.4, 0.16, 1.0])
+    assert np.all(wt * t * norms <= 4.0 + 1e-12) and np.all(wt * t * t * lengths <= 16.0 + 1e-12)
+
+
+def test_em_contribution_cap_clips_each_document_and_keeps_its_posterior():
+    # Brute force: each document's own statistic x_n∘φ_n (an E-step on it alone), scaled to Frobenius
+    # norm ≤ C, summed, equals the capped E-step on the whole corpus; γ is the uncapped posterior.
+    rng = np.random.default_rng(4)
+    C = sp.csr_matrix(rng.poisson(1.5, size=(30, D)).astype(float))
+    beta = rng.dirichlet(np.ones(D), size=K)
+    alpha = np.full(K, 0.4)
+    cap = 3.0
+    full = refine.e_step(C, beta, alpha, None, 200, 1e-10, True, contribution_cap=cap)
+    free = refine.e_step(C, beta, alpha, None, 200, 1e-10, True)
+    np.testing.assert_allclose(full.gamma, free.gamma)
+    own = [beta * refine.e_step(C[n], beta, alpha, None, 200, 1e-10, True).sstats for n in range(C.shape[0])]
+    norms = np.array([np.linalg.norm(o) for o in own])
+    assert norms.min() < cap < norms.max()  # some documents are clipped, some not
+    expected = sum(o * min(1.0, cap / nrm) for o, nrm in zip(own, norms))
+    np.testing.assert_allclose(beta * full.sstats, expected, rtol=1e-8)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -303,25 +303,30 @@ def assemble_tensor_apply(e3u: np.ndarray, U: np.ndarray, e2w: np.ndarray, m: np
 
 
 def em_sensitivity(norm_cap: float) -> float:
-    """ℓ2 sensitivity of the EM statistics ``Σ_n c̃_n ∘ φ_n`` (k×d), ``c̃_n = x_n·min(1, C/‖x_n‖₂)``.
+    """ℓ2 sensitivity of the EM statistics ``Σ_n w_n (x_n ∘ φ_n)`` (k×d), ``w_n = min(1, C/‖x_n ∘ φ_n‖_F)``.
 
-    For each word ``Σ_i φ_wi = 1``, so ``‖c̃ ∘ φ‖_F ≤ ‖c̃‖₂ ≤ C``; the
-    statistics are nonnegative, so two documents' differ by ≤ ``√2·C``. A
-    document of ``l`` tokens has ``‖x‖₂`` between ``√l`` (all distinct) and
-    ``l``: clipping the norm instead of the length costs ~√l, not l.
+    Each document's term is clipped to Frobenius norm ≤ ``C``
+    (:func:`distdp.refine.contribution_scale`); the terms are nonnegative,
+    so two documents' differ by ≤ ``√2·C``. As ``Σ_i φ_wi = 1``,
+    ``‖x ∘ φ‖_F ≤ ‖x‖₂`` (equal when every word sits in one topic): a cap
+    read off the ``‖x‖₂`` histogram clips at most the documents above it.
     """
     return math.sqrt(2.0) * float(norm_cap)
 
 
-def tail_clip_factors(norms: np.ndarray, lengths: np.ndarray, norm_cap: float) -> np.ndarray:
-    """Per-document weights of the ``tail`` release: ``min(1, C/‖x_n‖₂, C²/‖x_n‖₁)``.
+def tail_clip_factors(norms: np.ndarray, lengths: np.ndarray, norm_cap: float,
+                      theta_norms: np.ndarray | None = None) -> np.ndarray:
+    """Per-document weights of the ``tail`` release: ``min(1, C/(‖θ̂‖₂‖x‖₂), C²/(‖θ̂‖₂²‖x‖₁))``.
 
-    The first bound caps the unmixing statistics, the second the topic Gram
-    matrix (:func:`tail_sensitivities`). For integer counts ``‖x‖₁ ≤ ‖x‖₂²``,
-    so the second bound only bites on documents the first already clips.
+    The first bound caps a document's term of the unmixing statistics
+    (``‖θ̂ xᵀ‖_F = ‖θ̂‖₂‖x‖₂``), the second its term of the topic Gram matrix
+    (``‖l θ̂θ̂ᵀ‖_F = l‖θ̂‖₂²``), see :func:`tail_sensitivities`; ``theta_norms``
+    defaults to 1 (its largest value on the simplex). For integer counts
+    ``‖x‖₁ ≤ ‖x‖₂²``, so the second bound only bites on documents the first already clips.
     """
     c = float(norm_cap)
-    return np.minimum(clip_factors(norms, c), clip_factors(np.asarray(lengths, dtype=np.float64), c * c))
+    t = np.ones(np.shape(norms)) if theta_norms is None else np.asarray(theta_norms, dtype=np.float64)
+    return np.minimum(clip_factors(t * norms, c), clip_factors(t * t * np.asarray(lengths, dtype=np.float64), c * c))
 
 
 def tail_statistics(counts: sp.csr_matrix, theta: np.ndarray, norm_cap: float) -> tuple[np.ndarray, np.ndarray]:
@@ -338,7 +343,7 @@ def tail_statistics(counts: sp.csr_matrix, theta: np.ndarray, norm_cap: float) -
     """
     counts = sp.csr_matrix(counts)
     lengths = moments.doc_lengths(counts)
-    w = tail_clip_factors(count_norms(counts), lengths, norm_cap)
+    w = tail_clip_factors(count_norms(counts), lengths, norm_cap, np.linalg.norm(theta, axis=1))
     Q = np.asarray((counts.T @ (theta * w[:, None])).T)
     G = (theta * (w * lengths)[:, None]).T @ theta
     return Q, G
