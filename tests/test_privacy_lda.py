@@ -416,7 +416,15 @@ def test_working_vocabulary_fit(corpus_p):
     assert (m0.topic_word > 0).sum(axis=1).max() <= 100
 
 
-def test_ledger_total_equals_budget_and_report(corpus_p):
+@pytest.fixture
+def fixed_entropy(monkeypatch):
+    """The private path (report "OS entropy") with its entropy pinned: at ε = 2 on this corpus 1 of 40
+    seeds draws tail-release noise that makes G indefinite (a correct "cannot be met" failure), so an
+    unpinned run would fail ~2.5% of the time. Seed 0 is one of the 39 that fit."""
+    monkeypatch.setattr(mechanisms, "private_generator", lambda: np.random.default_rng(0))
+
+
+def test_ledger_total_equals_budget_and_report(corpus_p, fixed_entropy):
     m = api.fit_lda(corpus_p.counts, 5, backend="local", epsilon=2.0, delta=1e-6, refine=2, progress=False,
                     working_vocab=100)
     pv = m.info["privacy"]
@@ -471,7 +479,7 @@ def test_cli_private_fit(tmp_path, capsys):
     assert {"epsilon", "delta", "accounting", "unit", "ledger"} <= set(pv)
 
 
-def test_vocabulary_built_from_private_text_is_reported(tmp_path):
+def test_vocabulary_built_from_private_text_is_reported(tmp_path, fixed_entropy):
     from distdp.io.corpus import write_corpus
 
     c = sample_corpus(3000, 100, 3, np.random.default_rng(9))
