@@ -9,12 +9,10 @@ On the ``lda_privacy_utility`` corpus (d = 5,000, k = 10, run 0), for each ε:
   each document's mixture θ̂_n is estimated on *all* its words under the
   tail's topics, and with ``e_n`` the one-hot of ``argmax θ̂_n``,
   ``Q = Σ w_n e_n x_nᵀ`` (k×d) and ``G = Σ w_n l_n e_n θ̂_nᵀ`` (k×k, all
-  entries) are released; ``β̂ = G⁻¹Q``, thresholded at 2σ per row, rows
-  normalised. ``w_n = min(1, C/‖x_n‖₂, C²/(l_n‖θ̂_n‖₂))`` bounds each
-  document's terms by C and C² in Frobenius norm (‖e‖ = 1); both are
-  nonnegative, so the sensitivities are √2·C and √2·C² as for the tail
-  release. E[Q] ≈ Gβ for a posterior-mean θ̂, up to each word's own
-  ~1/l influence on θ̂_n.
+  entries) are released (:func:`distdp.privacy.lda_private.hard_unmix_statistics`,
+  sensitivities √2·C and √2·C² as for the tail release); ``β̂ = G⁻¹Q``,
+  thresholded at 2σ per row, rows normalised. E[Q] ≈ Gβ for a
+  posterior-mean θ̂, up to each word's own ~1/l influence on θ̂_n.
 
 Both use the same corpus; the ledger's certified ε is recorded for each.
 Run: ``.venv/bin/python benchmarks/private_unmix_lead.py --eps 1 8`` (≈ 15 min per ε at
@@ -26,17 +24,15 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import math
 import time
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
-from distdp import lda, moments, refine
+from distdp import lda, refine
 from distdp import private_pipeline as pp
 from distdp.pipeline import SpectralParams
-from distdp.private_fit import budget_plan
 from distdp.privacy import lda_private
 from distdp.privacy.ledger import PrivacyLedger
 
@@ -58,15 +54,11 @@ SCAN, SPECTRAL, TAIL, UNMIX, GRAM = 0.02, 0.25, 0.23, 0.50, 0.03
 
 
 def onehot_statistics(counts: sp.csr_matrix, topic_word: np.ndarray, alpha: np.ndarray, cap: float):
-    """``(Q, G)`` of the second unmixing on one shard (module docstring)."""
+    """``(Q, G)`` of the second unmixing on one shard: θ̂ on all words, then
+    :func:`distdp.privacy.lda_private.hard_unmix_statistics`."""
     theta = refine.theta_from_gamma(refine.e_step(counts, np.maximum(topic_word, 1e-12), alpha, None, 100, 1e-3,
                                                   False).gamma)
-    e = np.zeros_like(theta)
-    e[np.arange(theta.shape[0]), theta.argmax(axis=1)] = 1.0
-    lengths = moments.doc_lengths(counts)
-    w = np.minimum(lda_private.clip_factors(lda_private.count_norms(counts), cap),
-                   lda_private.clip_factors(lengths * np.linalg.norm(theta, axis=1), cap * cap))
-    return np.asarray((counts.T @ (e * w[:, None])).T), (e * (w * lengths)[:, None]).T @ theta
+    return lda_private.hard_unmix_statistics(counts, theta, cap)
 
 
 def second_unmixing(backend, counts: sp.csr_matrix, eps: float, seed: int) -> tuple[np.ndarray, float]:
@@ -90,10 +82,9 @@ def second_unmixing(backend, counts: sp.csr_matrix, eps: float, seed: int) -> tu
     sens_q, sens_g = lda_private.tail_sensitivities(cap)
     G = noise.add("unmix_gram", sum(s[1] for s in stats), sens_g, note="Σ w l e θ̂ᵀ (k×k, all entries)")
     Q = noise.add("unmix_sstats", sum(s[0] for s in stats), sens_q, note="Σ w e xᵀ (k×d)")
-    Ginv = np.linalg.inv(G)
-    sigma = plan["unmix_sstats"].multiplier * sens_q * np.linalg.norm(Ginv, axis=1)[:, None]
-    B = lda_private.threshold_noisy(Ginv @ Q, sigma, pp.EM_THRESHOLD)
-    return B / B.sum(axis=1, keepdims=True), ledger.epsilon(DELTA)
+    topics = lda_private.unmix_topics(Q, G, plan["unmix_sstats"].multiplier * sens_q, pp.EM_THRESHOLD,
+                                      symmetric=False)
+    return topics, ledger.epsilon(DELTA)
 
 
 def default_fit(backend, counts: sp.csr_matrix, eps: float, seed: int) -> tuple[np.ndarray, float]:

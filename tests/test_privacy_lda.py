@@ -167,6 +167,44 @@ def test_unmixing_inverts_the_mixing_exactly():
         lda_private.unmix_topics(Q, G, 1e9, 2.0)
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(corpora, st.floats(0.5, 30.0))
+def test_hard_unmix_sensitivity(data, cap):
+    # The replaced document may carry any mixture θ̂ (it is a function of that document); the others keep theirs.
+    a, b, rng = neighbours(data)
+    rows, _, i, _ = data
+    theta = rng.dirichlet(np.full(K, 0.3), size=len(rows))
+    theta_b = theta.copy()
+    theta_b[i % len(rows)] = rng.dirichlet(np.full(K, 0.3))
+    qa, ga = lda_private.hard_unmix_statistics(a.counts, theta, cap)
+    qb, gb = lda_private.hard_unmix_statistics(b.counts, theta_b, cap)
+    sens_q, sens_g = lda_private.tail_sensitivities(cap)
+    assert np.linalg.norm(qa - qb) <= sens_q * (1 + 1e-9)
+    assert np.linalg.norm(ga - gb) <= sens_g * (1 + 1e-9)
+
+
+def test_hard_unmix_bounds_attained_and_identity():
+    # Bounds: against an empty document, a long one-word document reaches C for Q, and a long one with
+    # θ̂ one-hot (‖θ̂‖ = 1) spread over every word reaches C² for G (w·l·‖θ̂‖ = C²).
+    one = np.array([[1.0, 0.0, 0.0]])
+    empty = csr([[0] * D])
+    q, _ = lda_private.hard_unmix_statistics(csr([[400, 0, 0, 0, 0, 0, 0]]), one, 3.0)
+    q0, g0 = lda_private.hard_unmix_statistics(empty, one, 3.0)
+    assert np.linalg.norm(q - q0) == pytest.approx(3.0)
+    _, g = lda_private.hard_unmix_statistics(csr([[10] * D]), one, 2.0)
+    assert np.linalg.norm(g - g0) == pytest.approx(4.0)
+    # Identity: counts equal to their expectation l θᵀβ and θ̂ = θ give Q = Gβ, so the solve returns β.
+    rng = np.random.default_rng(1)
+    beta = rng.dirichlet(np.full(D, 0.5), size=K)
+    theta = rng.dirichlet(np.full(K, 0.3), size=60)
+    lengths = rng.integers(5, 50, size=60).astype(float)
+    Q, G = lda_private.hard_unmix_statistics(sp.csr_matrix(lengths[:, None] * theta @ beta), theta, 4.0)
+    assert not np.allclose(G, G.T)
+    np.testing.assert_allclose(lda_private.unmix_topics(Q, G, 0.0, 0.0, symmetric=False), beta, atol=1e-10)
+    with pytest.raises(ValueError, match="real part"):
+        lda_private.unmix_topics(Q, -G, 0.0, 0.0, symmetric=False)
+
+
 def test_tail_weights_cap_both_norms():
     norms, lengths = np.array([2.0, 5.0, 5.0, 0.0]), np.array([4.0, 5.0, 30.0, 0.0])
     w = lda_private.tail_clip_factors(norms, lengths, 4.0)

@@ -61,7 +61,8 @@ __all__ = [
     "STAGES", "COUNT_SENSITIVITY", "PrivateSpectralConfig", "StageNoise", "plan_noise",
     "log_grid", "histogram", "quantile_from_histogram", "doc_norms", "tensor_norm_bound",
     "clip_factors", "assemble_tensor", "assemble_tensor_apply", "em_sensitivity", "SCAN_SENSITIVITY",
-    "count_norms", "working_columns", "embed_topics", "threshold_noisy",
+    "count_norms", "working_columns", "embed_topics", "threshold_noisy", "tail_clip_factors", "tail_statistics",
+    "tail_sensitivities", "hard_unmix_statistics", "unmix_topics",
 ]
 
 #: Release stages of the spectral fit, in order, and their default share of the Gaussian budget (μ²).
@@ -349,6 +350,30 @@ def tail_statistics(counts: sp.csr_matrix, theta: np.ndarray, norm_cap: float) -
     return Q, G
 
 
+def hard_unmix_statistics(counts: sp.csr_matrix, theta: np.ndarray, norm_cap: float) -> tuple[np.ndarray, np.ndarray]:
+    """Unmixing sums with one-hot weights: ``Q = Σ w_n e_n x_nᵀ`` (k×d), ``G = Σ w_n l_n e_n θ̂_nᵀ`` (k×k).
+
+    ``e_n`` is the one-hot of ``argmax θ̂_n`` and
+    ``w_n = min(1, C/‖x_n‖₂, C²/(l_n‖θ̂_n‖₂))``, so each document's terms have
+    Frobenius norm ``w‖x‖₂ ≤ C`` and ``w l‖θ̂‖₂ ≤ C²``: the sensitivities of
+    :func:`tail_sensitivities`, with ``G`` released on all k² entries (it is
+    not symmetric). As for :func:`tail_statistics`, ``E[Q] = Gβ`` when ``θ̂_n``
+    is the posterior mean given words independent of the counted ones (any
+    function of θ̂ may weight; the one-hot concentrates each document on one
+    topic, which in ``benchmarks/private_unmix_lead.py`` cuts the solve's
+    noise by ~15% at the same budget). Solve with
+    ``unmix_topics(..., symmetric=False)``.
+    """
+    counts = sp.csr_matrix(counts)
+    theta = np.asarray(theta, dtype=np.float64)
+    lengths = moments.doc_lengths(counts)
+    e = np.zeros_like(theta)
+    e[np.arange(theta.shape[0]), theta.argmax(axis=1)] = 1.0
+    c = float(norm_cap)
+    w = np.minimum(clip_factors(count_norms(counts), c), clip_factors(lengths * np.linalg.norm(theta, axis=1), c * c))
+    return np.asarray((counts.T @ (e * w[:, None])).T), (e * (w * lengths)[:, None]).T @ theta
+
+
 def tail_sensitivities(norm_cap: float) -> tuple[float, float]:
     """ℓ2 sensitivities of ``Q`` and of ``G``'s unique entries (:func:`tail_statistics`).
 
@@ -362,30 +387,36 @@ def tail_sensitivities(norm_cap: float) -> tuple[float, float]:
     return math.sqrt(2.0) * c, math.sqrt(2.0) * c * c
 
 
-def unmix_topics(Q: np.ndarray, G: np.ndarray, sigma_q: float, threshold: float) -> np.ndarray:
-    """Topics on every word from the noisy ``tail`` release: ``β̂ = G⁻¹Q``, thresholded, rows normalised.
+def unmix_topics(Q: np.ndarray, G: np.ndarray, sigma_q: float, threshold: float, symmetric: bool = True) -> np.ndarray:
+    """Topics on every word from a noisy unmixing release: ``β̂ = G⁻¹Q``, thresholded, rows normalised.
 
     Entry ``(i, v)`` of ``G⁻¹Q`` carries noise of standard deviation
     ``σ_Q ‖(G⁻¹)_i‖₂``; entries below ``threshold`` of those are set to 0
-    (post-processing, as :func:`threshold_noisy`).
+    (post-processing, as :func:`threshold_noisy`). ``symmetric``: ``G`` is
+    a Gram matrix (:func:`tail_statistics`) and must be positive definite;
+    otherwise (:func:`hard_unmix_statistics`) its eigenvalues must have
+    positive real parts, as its expectation's do.
 
     Raises
     ------
     ValueError
-        When the noisy ``G`` is not positive definite (too little data or budget).
+        When the noisy ``G`` fails that check (too little data or budget).
     """
-    G = 0.5 * (G + G.T)
-    evals = np.linalg.eigvalsh(G)
-    if evals[0] <= 0:
-        raise ValueError(f"the privacy budget cannot be met: the noisy topic Gram matrix of the tail release is "
-                         f"not positive definite (smallest "
-                         f"eigenvalue {evals[0]:.3g}): too few documents or too small a budget for this k")
+    if symmetric:
+        G = 0.5 * (G + G.T)
+        smallest = float(np.linalg.eigvalsh(G)[0])
+    else:
+        smallest = float(np.linalg.eigvals(G).real.min())
+    if smallest <= 0:
+        raise ValueError(f"the privacy budget cannot be met: the noisy topic Gram matrix of the unmixing release "
+                         f"is not positive definite (smallest eigenvalue {smallest:.3g}"
+                         f"{'' if symmetric else ', real part'}): too few documents or too small a budget for this k")
     Ginv = np.linalg.inv(G)
     B = Ginv @ Q
     B = threshold_noisy(B, float(sigma_q) * np.linalg.norm(Ginv, axis=1)[:, None], threshold)
     mass = B.sum(axis=1, keepdims=True)
     if np.any(mass <= 0):
-        raise ValueError("the privacy budget cannot be met: a topic has no word above the noise in the tail "
+        raise ValueError("the privacy budget cannot be met: a topic has no word above the noise in the unmixing "
                          "release; use a larger epsilon or more documents")
     return B / mass
 
