@@ -130,12 +130,12 @@ def e_step(counts: sp.csr_matrix, exp_elog_beta: np.ndarray, alpha: np.ndarray, 
         iters = max(iters, it)
         elog_t = dirichlet_expectation(g)
         et = np.exp(elog_t)
-        norm = np.einsum("ij,ij->i", np.take(et, rows, axis=0), eb_t[cols]) + 1e-100
+        et_rows, eb_cols = np.take(et, rows, axis=0), eb_t[cols]  # (nnz, k) at every nonzero of the block
+        norm = np.einsum("ij,ij->i", et_rows, eb_cols) + 1e-100
         if with_sstats:
             data = C.data / norm
             if contribution_cap is not None:
-                data = data * contribution_scale(data, np.take(et, rows, axis=0) * eb_t[cols], rows,
-                                                 C.shape[0], contribution_cap)[rows]
+                data = data * contribution_scale(data, et_rows * eb_cols, rows, C.shape[0], contribution_cap)[rows]
             ratio = sp.csr_matrix((data, cols, C.indptr), shape=C.shape)
             sstats += (ratio.T @ et).T
         bound += doc_bound(C, g, elog_t, elog_b, alpha, rows)

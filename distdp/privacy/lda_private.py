@@ -316,18 +316,30 @@ def em_sensitivity(norm_cap: float) -> float:
 
 
 def tail_clip_factors(norms: np.ndarray, lengths: np.ndarray, norm_cap: float,
-                      theta_norms: np.ndarray | None = None) -> np.ndarray:
-    """Per-document weights of the ``tail`` release: ``min(1, C/(‖θ̂‖₂‖x‖₂), C²/(‖θ̂‖₂²‖x‖₁))``.
+                      theta_norms: np.ndarray | None = None, weight_norms: np.ndarray | None = None) -> np.ndarray:
+    """Per-document weights of an unmixing release: ``min(1, C/(‖g‖₂‖x‖₂), C²/(‖g‖₂‖θ̂‖₂‖x‖₁))``.
 
-    The first bound caps a document's term of the unmixing statistics
-    (``‖θ̂ xᵀ‖_F = ‖θ̂‖₂‖x‖₂``), the second its term of the topic Gram matrix
-    (``‖l θ̂θ̂ᵀ‖_F = l‖θ̂‖₂²``), see :func:`tail_sensitivities`; ``theta_norms``
+    A document weighted by ``g_n`` (``θ̂_n`` itself in the ``tail`` release,
+    the default; a one-hot in :func:`hard_unmix_statistics`) adds
+    ``w g xᵀ`` to the unmixing statistics (Frobenius norm ``w‖g‖₂‖x‖₂``) and
+    ``w l g θ̂ᵀ`` to the topic Gram matrix (``w l‖g‖₂‖θ̂‖₂``); the weights cap
+    them at ``C`` and ``C²`` (:func:`tail_sensitivities`). ``theta_norms``
     defaults to 1 (its largest value on the simplex). For integer counts
     ``‖x‖₁ ≤ ‖x‖₂²``, so the second bound only bites on documents the first already clips.
     """
     c = float(norm_cap)
     t = np.ones(np.shape(norms)) if theta_norms is None else np.asarray(theta_norms, dtype=np.float64)
-    return np.minimum(clip_factors(t * norms, c), clip_factors(t * t * np.asarray(lengths, dtype=np.float64), c * c))
+    g = t if weight_norms is None else np.asarray(weight_norms, dtype=np.float64)
+    return np.minimum(clip_factors(g * norms, c), clip_factors(g * t * np.asarray(lengths, dtype=np.float64), c * c))
+
+
+def _unmix_sums(counts: sp.csr_matrix, theta: np.ndarray, g: np.ndarray, norm_cap: float):
+    """``Q = Σ_n w_n g_n x_nᵀ`` and ``G = Σ_n w_n l_n g_n θ̂_nᵀ`` with the weights of :func:`tail_clip_factors`."""
+    counts = sp.csr_matrix(counts)
+    lengths = moments.doc_lengths(counts)
+    w = tail_clip_factors(count_norms(counts), lengths, norm_cap, np.linalg.norm(theta, axis=1),
+                          np.linalg.norm(g, axis=1))
+    return np.asarray((counts.T @ (g * w[:, None])).T), (g * (w * lengths)[:, None]).T @ theta
 
 
 def tail_statistics(counts: sp.csr_matrix, theta: np.ndarray, norm_cap: float) -> tuple[np.ndarray, np.ndarray]:
@@ -342,20 +354,17 @@ def tail_statistics(counts: sp.csr_matrix, theta: np.ndarray, norm_cap: float) -
     recovers β on every word from one release instead of EM's slow, noisy
     sharpening of words outside the working vocabulary.
     """
-    counts = sp.csr_matrix(counts)
-    lengths = moments.doc_lengths(counts)
-    w = tail_clip_factors(count_norms(counts), lengths, norm_cap, np.linalg.norm(theta, axis=1))
-    Q = np.asarray((counts.T @ (theta * w[:, None])).T)
-    G = (theta * (w * lengths)[:, None]).T @ theta
-    return Q, G
+    theta = np.asarray(theta, dtype=np.float64)
+    return _unmix_sums(counts, theta, theta, norm_cap)
 
 
 def hard_unmix_statistics(counts: sp.csr_matrix, theta: np.ndarray, norm_cap: float) -> tuple[np.ndarray, np.ndarray]:
     """Unmixing sums with one-hot weights: ``Q = Σ w_n e_n x_nᵀ`` (k×d), ``G = Σ w_n l_n e_n θ̂_nᵀ`` (k×k).
 
     ``e_n`` is the one-hot of ``argmax θ̂_n`` and
-    ``w_n = min(1, C/‖x_n‖₂, C²/(l_n‖θ̂_n‖₂))``, so each document's terms have
-    Frobenius norm ``w‖x‖₂ ≤ C`` and ``w l‖θ̂‖₂ ≤ C²``: the sensitivities of
+    ``w_n = min(1, C/‖x_n‖₂, C²/(l_n‖θ̂_n‖₂))`` (:func:`tail_clip_factors` with
+    ``‖g‖ = 1``), so each document's terms have Frobenius norm
+    ``w‖x‖₂ ≤ C`` and ``w l‖θ̂‖₂ ≤ C²``: the sensitivities of
     :func:`tail_sensitivities`, with ``G`` released on all k² entries (it is
     not symmetric). As for :func:`tail_statistics`, ``E[Q] = Gβ`` when ``θ̂_n``
     is the posterior mean given words independent of the counted ones (any
@@ -364,14 +373,10 @@ def hard_unmix_statistics(counts: sp.csr_matrix, theta: np.ndarray, norm_cap: fl
     ε = 1 budget, N = 10⁶, one seed). Solve with
     ``unmix_topics(..., symmetric=False)``.
     """
-    counts = sp.csr_matrix(counts)
     theta = np.asarray(theta, dtype=np.float64)
-    lengths = moments.doc_lengths(counts)
     e = np.zeros_like(theta)
     e[np.arange(theta.shape[0]), theta.argmax(axis=1)] = 1.0
-    c = float(norm_cap)
-    w = np.minimum(clip_factors(count_norms(counts), c), clip_factors(lengths * np.linalg.norm(theta, axis=1), c * c))
-    return np.asarray((counts.T @ (e * w[:, None])).T), (e * (w * lengths)[:, None]).T @ theta
+    return _unmix_sums(counts, theta, e, norm_cap)
 
 
 def tail_sensitivities(norm_cap: float) -> tuple[float, float]:
