@@ -16,8 +16,8 @@ Writes ``benchmarks/results/private_em_floor.json``.
 """
 from __future__ import annotations
 
-import importlib.util
 import json
+import runpy
 import time
 from pathlib import Path
 
@@ -28,17 +28,9 @@ from distdp import lda, refine
 from distdp.privacy import accounting, lda_private
 
 
-def _sibling(name: str):
-    """A sibling benchmark script of this repository (not an installed package), loaded by file path."""
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parent / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-# The same corpus as benchmarks/lda_privacy_utility.py.
-_lpu = _sibling("lda_privacy_utility")
-DELTA, corpus = _lpu.DELTA, _lpu.corpus
+# The sibling script (not a package), run by file path: the same corpus.
+_lpu = runpy.run_path(str(Path(__file__).resolve().parent / "lda_privacy_utility.py"))
+DELTA, corpus = _lpu["DELTA"], _lpu["corpus"]
 
 OUT = Path(__file__).resolve().parent / "results" / "private_em_floor.json"
 N, D, K, EPSILON, ETA = 1_000_000, 5000, 10, 1.0, 0.1

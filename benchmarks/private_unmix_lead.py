@@ -22,8 +22,8 @@ the same rows).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
+import runpy
 import time
 from pathlib import Path
 
@@ -33,20 +33,14 @@ import scipy.sparse as sp
 from distdp import lda, refine
 from distdp import private_pipeline as pp
 from distdp.pipeline import SpectralParams
+from distdp.private_fit import TAIL_GRAM_SHARE
 from distdp.privacy import lda_private
 from distdp.privacy.ledger import PrivacyLedger
 
 
-def _sibling(name: str):
-    """A sibling benchmark script of this repository (not an installed package), loaded by file path."""
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parent / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-_lpu = _sibling("lda_privacy_utility")
-DELTA, corpus = _lpu.DELTA, _lpu.corpus
+# The sibling script (not a package), run by file path: the same corpus and default fit.
+_lpu = runpy.run_path(str(Path(__file__).resolve().parent / "lda_privacy_utility.py"))
+DELTA, corpus = _lpu["DELTA"], _lpu["corpus"]
 OUT = Path(__file__).resolve().parent / "results" / "private_unmix_lead.json"
 D, K, H = 5000, 10, 1000
 #: Fractions of μ² (spectral stages: the rest).
@@ -61,16 +55,15 @@ def onehot_statistics(counts: sp.csr_matrix, topic_word: np.ndarray, alpha: np.n
     return lda_private.hard_unmix_statistics(counts, theta, cap)
 
 
-def second_unmixing(backend, counts: sp.csr_matrix, eps: float, seed: int) -> tuple[np.ndarray, float]:
-    """Topics and certified ε of the lead pipeline (``backend``: the shards of ``counts``, split as in ``corpus``)."""
+def second_unmixing(backend, eps: float, seed: int) -> tuple[np.ndarray, float]:
+    """Topics and certified ε of the lead pipeline (``backend``: the in-process shards of ``corpus``)."""
     cfg = lda_private.PrivateSpectralConfig(eps, DELTA)
-    extra = {"scan": (SCAN / SPECTRAL, 1), "tail_gram": (0.02 * TAIL / SPECTRAL, 1),
-             "tail_sstats": (0.98 * TAIL / SPECTRAL, 1), "unmix_gram": (GRAM * UNMIX / SPECTRAL, 1),
+    extra = {"scan": (SCAN / SPECTRAL, 1), "tail_gram": (TAIL_GRAM_SHARE * TAIL / SPECTRAL, 1),
+             "tail_sstats": ((1 - TAIL_GRAM_SHARE) * TAIL / SPECTRAL, 1), "unmix_gram": (GRAM * UNMIX / SPECTRAL, 1),
              "unmix_sstats": ((1 - GRAM) * UNMIX / SPECTRAL, 1)}
     plan = lda_private.plan_noise(cfg, extra)
     rng, ledger = np.random.default_rng(seed), PrivacyLedger(private=False)
-    n = counts.shape[0]
-    parts = np.array_split(np.arange(n), 2)
+    n = int(sum(backend.call("row_count")))
     noise = pp._Noise(plan, rng, ledger)
     scan = pp.private_scan(backend, n, cfg.quantile, noise)
     cols = lda_private.working_columns(scan.frequencies, H)
@@ -78,7 +71,7 @@ def second_unmixing(backend, counts: sp.csr_matrix, eps: float, seed: int) -> tu
     ps = pp.fit_spectral_private(view, H, SpectralParams(k=K, alpha0=1.0), cfg, rng, ledger, plan)
     start = pp.unmix_tail_private(view, ps.result.topic_word, ps.result.alpha, scan.norm_cap, noise)
     cap = scan.norm_cap
-    stats = [onehot_statistics(counts[i], start, ps.result.alpha, cap) for i in parts]
+    stats = [onehot_statistics(shard.counts, start, ps.result.alpha, cap) for shard in backend.shards]
     sens_q, sens_g = lda_private.tail_sensitivities(cap)
     G = noise.add("unmix_gram", sum(s[1] for s in stats), sens_g, note="Σ w l e θ̂ᵀ (k×k, all entries)")
     Q = noise.add("unmix_sstats", sum(s[0] for s in stats), sens_q, note="Σ w e xᵀ (k×d)")
@@ -87,9 +80,9 @@ def second_unmixing(backend, counts: sp.csr_matrix, eps: float, seed: int) -> tu
     return topics, ledger.epsilon(DELTA)
 
 
-def default_fit(backend, counts: sp.csr_matrix, eps: float, seed: int) -> tuple[np.ndarray, float]:
+def default_fit(backend, eps: float, seed: int) -> tuple[np.ndarray, float]:
     """The shipped default (as ``benchmarks/lda_privacy_utility.py --part default``)."""
-    return _lpu.default_fit(backend, D, K, "whitened", eps, "tight", seed)
+    return _lpu["default_fit"](backend, D, K, "whitened", eps, "tight", seed)
 
 
 def main() -> None:
@@ -99,7 +92,6 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     c, backend = corpus(args.n, D, K, 0)
-    counts = c.counts.tocsr()
     old = json.loads(OUT.read_text())["rows"] if OUT.exists() else []
     rows = [r for r in old if not (r["N"] == args.n and r["epsilon"] in args.eps)]
     for eps in args.eps:
@@ -107,7 +99,7 @@ def main() -> None:
             t0 = time.perf_counter()
             row = {"N": args.n, "epsilon": eps, "method": name, "seed": args.seed}
             try:
-                topic_word, certified = fit(backend, counts, eps, args.seed)
+                topic_word, certified = fit(backend, eps, args.seed)
                 row.update(l1=lda.matched_l1(topic_word, c.topic_word)[0], epsilon_certified=certified)
             except ValueError as err:  # "the privacy budget cannot be met"
                 row.update(l1=None, failed=str(err)[:120])

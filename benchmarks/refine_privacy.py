@@ -24,8 +24,8 @@ Writes ``benchmarks/results/refine_privacy.{json,png}``.
 """
 from __future__ import annotations
 
-import importlib.util
 import json
+import runpy
 import time
 from pathlib import Path
 
@@ -40,17 +40,10 @@ DELTA = 1e-6
 REFINE = None  # the private default of fit-lda
 
 
-def _refine_quality():
-    spec = importlib.util.spec_from_file_location("refine_quality", HERE / "refine_quality.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def corpora():
     c = sample_corpus(200_000, 2000, 10, np.random.default_rng(11), alpha0=1.0)
     yield "synthetic", c.counts, 10, c.topic_word
-    X, _vocab, _truth = _refine_quality().load("reuters")[:3]
+    X, _vocab, _truth = runpy.run_path(str(HERE / "refine_quality.py"))["load"]("reuters")[:3]
     yield "reuters", X, 10, None
 
 
