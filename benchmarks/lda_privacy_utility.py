@@ -10,11 +10,13 @@ d×d×d object, ``whitened`` and ``power`` (distdp.private_pipeline), each with
 tight accounting (joint PLD calibration, the default) and with the papers'
 basic composition (ε split over the releases), against the non-private fit.
 Part ``default`` (d = 5,000): the private default of ``fit-lda --epsilon``
-(``whitened+em``: a scan release picks the 1,000 most frequent words, the
+(``whitened+unmix``: a scan release picks the 1,000 most frequent words, the
 spectral fit runs on them, a tail release unmixes every other word's topics,
-then 2 private EM iterations on all words; budget fractions in
-:func:`distdp.private_fit.budget_plan`), against the non-private spectral
-fit + 3 EM iterations.
+then one one-hot unmixing pass on all words; budget fractions in
+:func:`distdp.private_fit.budget_plan`) and the former default
+``whitened+em`` (``--refine 2``: the same, with 2 private EM iterations in
+place of the unmixing pass), against the non-private spectral fit + 3 EM
+iterations.
 Part ``dense`` (d = 100, k = 5, N ∈ {10⁴, 10⁵}): the papers' configurations
 1–4 and AGN/AVN (distdp.privacy.lda_dense), which form M3 and are refused at
 d = 5,000, with the scalable ones on the same corpora.
@@ -25,7 +27,8 @@ experiment: every fit reports "not private"). A fit whose noisy M2 has
 σ_k ≤ 0 fails; it is scored as L1 = 2 (the maximum) and counted.
 
 Run: ``.venv/bin/python benchmarks/lda_privacy_utility.py [--part scalable|default|dense|all] [--runs 2]
-[--n 1000000] [--eps 2 4 8]`` (``--n``/``--eps`` recompute only those rows and keep the rest).
+[--n 1000000] [--eps 2 4 8] [--default whitened+unmix]`` (``--n``/``--eps``/``--default`` recompute only
+those rows and keep the rest).
 Writes ``benchmarks/results/lda_privacy_utility.{json,png}``.
 """
 from __future__ import annotations
@@ -51,6 +54,7 @@ DELTA = 1e-6
 OUT = Path(__file__).resolve().parent / "results"
 SCALABLE = {"d": 5000, "k": 10, "N": [10_000, 100_000, 1_000_000]}
 DENSE = {"d": 100, "k": 5, "N": [10_000, 100_000]}
+DEFAULT_FITS = ["whitened+unmix", "whitened+em"]
 DENSE_MECHS = ["config1", "config1-paper", "config2", "config3", "config4", "agn", "avn"]
 
 
@@ -72,21 +76,21 @@ def scalable_fit(be, d, k, mech, eps, acc, seed):
 
 
 def default_fit(be, d, k, mech, eps, acc, seed):
-    """The private default of fit-lda: scan, spectral on the working vocabulary, tail unmixing, private EM."""
+    """``whitened+unmix``: the private default of fit-lda (:func:`distdp.private_fit.resolve_refinement`);
+    ``whitened+em``: the same with ``refine=2`` (tail release, then 2 private EM iterations)."""
     cfg = lda_private.PrivateSpectralConfig(eps, DELTA)
-    plan = private_fit.budget_plan(cfg, private_fit.DEFAULT_REFINE_TAIL, private_fit.DEFAULT_REFINE_BUDGET_TAIL,
-                                   scan=True, tail=True)
+    r = private_fit.resolve_refinement(d, k, refine=2 if mech == "whitened+em" else None)
     ledger = PrivacyLedger(private=False)
     fit = fit_lda_private_scalable(be, d, SpectralParams(k=k, alpha0=1.0), cfg, np.random.default_rng(seed), ledger,
-                                   plan, refine=private_fit.DEFAULT_REFINE_TAIL, eta=1.0 / k)
+                                   private_fit.budget_plan(cfg, r), refine=r.refine, unmix=r.unmix, eta=1.0 / k,
+                                   working_vocab=r.working_vocab)
     return fit.topic_word, ledger.epsilon(DELTA)
 
 
 def nonprivate_em(be, d, k, seed):
-    """The non-private spectral fit + the same number of EM iterations."""
+    """The non-private spectral fit + 3 EM iterations."""
     res = fit_spectral(be, d, SpectralParams(k=k, alpha0=1.0), np.random.default_rng(seed))
-    return refine_em(be, res.topic_word, res.alpha, res.stats["n_tokens"], private_fit.DEFAULT_REFINE,
-                     1.0 / k).topic_word
+    return refine_em(be, res.topic_word, res.alpha, res.stats["n_tokens"], 3, 1.0 / k).topic_word
 
 
 _DENSE_CACHE: dict = {}
@@ -184,6 +188,8 @@ def main() -> None:
                     "(their other rows and baselines are kept)")
     ap.add_argument("--eps", type=float, nargs="+", default=EPS, help="only these ε of the d = 5,000 parts "
                     "(the other rows are kept; the baselines are refitted only on a full ε sweep)")
+    ap.add_argument("--default", nargs="+", choices=DEFAULT_FITS, default=DEFAULT_FITS,
+                    help="only these fits of the default part (the other rows are kept)")
     args = ap.parse_args()
     scalable = {**SCALABLE, "N": args.n or SCALABLE["N"]}
     OUT.mkdir(parents=True, exist_ok=True)
@@ -204,9 +210,9 @@ def main() -> None:
         run_part(scalable, ["whitened", "power"], {m: scalable_fit for m in ("whitened", "power")}, args.runs, rows,
                  epsilons=args.eps)
     if args.part in ("default", "all"):
-        rows = [r for r in rows if not rerun(r, ("whitened+em",), "non-private+em")]
-        run_part(scalable, ["whitened+em"], {"whitened+em": default_fit}, args.runs, rows, ("tight",), "non-private+em",
-                 save, args.eps)
+        rows = [r for r in rows if not rerun(r, tuple(args.default), "non-private+em")]
+        run_part(scalable, args.default, {m: default_fit for m in args.default}, args.runs, rows, ("tight",),
+                 "non-private+em", save, args.eps)
     if args.part in ("dense", "all"):
         rows = [r for r in rows if r["d"] != DENSE["d"]]
         fitters = {**{m: dense_fit for m in DENSE_MECHS}, "whitened": scalable_fit}

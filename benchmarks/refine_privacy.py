@@ -1,15 +1,17 @@
-"""Private refinement: NPMI and topic L1 vs ε, private spectral alone vs private spectral + EM.
+"""Private refinement: NPMI and topic L1 vs ε, private spectral alone vs the private refinements.
 
-At the same total (ε, δ = 1e-6): ``spectral`` spends it all on the spectral
-releases on all words; ``spectral+EM`` is the private default of
+At the same total (ε, δ = 1e-6): ``spectral`` (``--refine 0``) spends it all
+on the spectral releases on all words; ``default`` is the private default of
 ``fit-lda --epsilon``: a scan release picks the working vocabulary (the
 1,000 most frequent words, noisy), the spectral releases run on it, a tail
-release unmixes the other words' topics, and EM iterations refine all words
-(the tail release and EM share ``--refine-budget``; the defaults of
+release unmixes the other words' topics, and one one-hot unmixing pass
+re-estimates every word's topics; ``tail+EM`` (``--refine 2``, the former
+default) runs 2 private EM iterations in place of the unmixing pass (the
+refinement's releases share ``--refine-budget``; the defaults of
 :mod:`distdp.private_fit`, in μ², the Gaussian budget, which composes
-exactly). Each EM iteration releases ``Σ_n c̃_n∘φ_n`` with Gaussian noise,
-documents clipped to ``‖x_n‖₂ ≤ C`` (sensitivity √2·C, C the 0.9 quantile
-read off the scan's noisy histogram).
+exactly). Every document's term is clipped to Frobenius norm ≤ C
+(sensitivity √2·C, C the 0.9 quantile of ‖x_n‖₂ read off the scan's noisy
+histogram).
 
 Corpora: synthetic (N = 200,000, d = 2,000, k = 10, α0 = 1, mean length 100;
 L1 to the truth and NPMI on the corpus itself) and the real ``reuters``
@@ -37,7 +39,8 @@ from distdp.synthetic import sample_corpus
 HERE = Path(__file__).resolve().parent
 EPS = [2.0, 4.0, 8.0, 16.0, 32.0]
 DELTA = 1e-6
-REFINE = None  # the private default of fit-lda
+#: Method → (refine, unmix) arguments of fit_lda (None: the private default).
+METHODS = {"spectral": (0, None), "default": (None, None), "tail+EM": (2, None)}
 
 
 def corpora():
@@ -47,8 +50,8 @@ def corpora():
     yield "reuters", X, 10, None
 
 
-def one(X, k, eps, refine, seed):
-    return api.fit_lda(X, k, backend="local", epsilon=eps, delta=DELTA, refine=refine, seed=seed,
+def one(X, k, eps, refine, unmix, seed):
+    return api.fit_lda(X, k, backend="local", epsilon=eps, delta=DELTA, refine=refine, unmix=unmix, seed=seed,
                        reproducible=True, progress=False, coherence=False)
 
 
@@ -61,15 +64,15 @@ def main() -> None:
                      "l1": None if truth is None else float(lda.matched_l1(base.topic_word, truth)[0])})
         print(rows[-1], flush=True)
         for eps in EPS:
-            for method, refine in (("spectral", 0), ("spectral+EM", REFINE)):
+            for method, (refine, unmix) in METHODS.items():
                 t0 = time.perf_counter()
                 row = {"corpus": name, "method": method, "epsilon": eps}
                 try:
-                    m = one(X, k, eps, refine, int(eps * 10))
+                    m = one(X, k, eps, refine, unmix, int(eps * 10))
                     row["npmi"] = float(api.coherence(m, X, backend="local")["mean"])
                     row["l1"] = None if truth is None else float(lda.matched_l1(m.topic_word, truth)[0])
                     row["epsilon_certified"] = m.info["privacy"]["epsilon"]
-                    row["refine"], row["refine_budget"] = (m.info["parameters"][p] for p in ("refine", "refine_budget"))
+                    row.update({p: m.info["parameters"][p] for p in ("refine", "unmix", "refine_budget")})
                 except ValueError as err:
                     row["failed"] = str(err)[:160]
                 row["seconds"] = time.perf_counter() - t0
@@ -91,7 +94,7 @@ def plot(rows, path):
     panels = [("synthetic", "l1", "topic L1 (synthetic)"), ("synthetic", "npmi", "NPMI (synthetic)"),
               ("reuters", "npmi", "NPMI (reuters)")]
     for ax, (corpus, key, title) in zip(axes, panels):
-        for method in ("spectral", "spectral+EM"):
+        for method in METHODS:
             pts = [(r["epsilon"], r[key]) for r in rows if r["corpus"] == corpus and r["method"] == method
                    and r.get(key) is not None]
             if pts:

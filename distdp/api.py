@@ -22,7 +22,6 @@ from distdp.io.atomic import atomic_directory, atomic_file, check_output_dir
 from distdp.lda import LDAModel
 from distdp.shard import Shard
 
-DEFAULT_REFINE = 3
 COHERENCE_TOP_N = 10
 
 
@@ -142,7 +141,7 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
             progress: bool = True, cpus_per_worker: float | None = None, epsilon: float | None = None,
             delta: float | None = None, mechanism: str = "auto", refine_budget: float | None = None,
             length_cap: int = 100, reproducible: bool = False, public_corpus=None, working_vocab: int | None = None,
-            **solver) -> LDAModel:
+            unmix: int | None = None, **solver) -> LDAModel:
     """Fit a spectral LDA (or single-topic) model, optionally refined by variational EM.
 
     Parameters
@@ -169,9 +168,9 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
         Seeds the eigensolver's test block and the power method's restarts.
     refine : int, optional
         Batch variational EM iterations after the spectral fit, on the same
-        shards (LDA only; 0 = spectral only). Default 0; in a private fit 2 after
-        a tail release, else 3 (:data:`distdp.private_fit.DEFAULT_REFINE_TAIL`,
-        :data:`~distdp.private_fit.DEFAULT_REFINE`).
+        shards (LDA only; default 0). In a private fit they follow the
+        unmixing passes, and giving ``refine`` (even 0) turns the default
+        unmixing pass off.
     eta : float, optional
         Topic-word Dirichlet smoothing of the EM (default 1/k).
     coherence : bool
@@ -191,10 +190,12 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
         Private mechanism (:data:`distdp.private_fit.MECHANISMS`); ``auto``:
         ``whitened`` for k ≤ 100, else ``power``.
     refine_budget : float, optional
-        Fraction of the private budget given to the refinement (``refine > 0``): the EM iterations and,
-        when the working vocabulary is smaller than the vocabulary, the tail release (half of it).
-        Default 0.75 with a tail release, else 0.5; the spectral stages get the rest, so lower it when
-        the spectral stage reports that the budget cannot be met.
+        Fraction of the private budget (after the 2% scan) given to the refinement: the tail release
+        when the working vocabulary is smaller than the vocabulary (0.3 of it before unmixing passes,
+        0.5 before EM alone), then the unmixing passes and EM iterations in equal parts
+        (:func:`distdp.private_fit.budget_plan`). Default 0.75 with a tail release, else 0.5; the
+        spectral stages get the rest, so lower it when the spectral stage reports that the budget
+        cannot be met.
     length_cap : int
         Public cap on tokens per document in the private token count.
     reproducible : bool
@@ -204,8 +205,14 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
         A corpus you declare public, on which a private fit's coherence is measured.
     working_vocab : int, optional
         Private fits: the spectral stage runs on this many most frequent words
-        (chosen from a noisy release); EM then covers every word. Default
-        ``min(d, 100·k)`` with EM, else ``d``.
+        (chosen from a noisy release); a tail release, the unmixing passes and
+        EM then cover every word. Default ``min(d, 100·k)`` with a refinement
+        (unmixing or EM), else ``d``.
+    unmix : int, optional
+        Private LDA fits with a scalable mechanism: one-hot unmixing passes on
+        every word after the spectral stage (and tail release)
+        (:func:`distdp.private_pipeline.unmix_private`). Default 1 when
+        ``refine`` is not given, else 0.
     **solver
         Further :class:`distdp.pipeline.SpectralParams` fields (``eigensolver``,
         ``eig_iters``, ``oversample``, ``tensor``, ``method``, ``n_restarts``, ``n_iters``).
@@ -225,9 +232,10 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
             backend=backend, address=address, seed=seed, refine=refine, eta=eta, out=out, overwrite=overwrite,
             progress=progress, cpus_per_worker=cpus_per_worker, epsilon=epsilon, delta=delta, mechanism=mechanism,
             refine_budget=refine_budget, length_cap=length_cap, reproducible=reproducible,
-            public_corpus=public_corpus, coherence=coherence, t_start=t_start, working_vocab=working_vocab, **solver)
-    if reproducible or working_vocab is not None:
-        raise ValueError("reproducible and working_vocab apply to private fits only (give epsilon and delta)")
+            public_corpus=public_corpus, coherence=coherence, t_start=t_start, working_vocab=working_vocab,
+            unmix=unmix, **solver)
+    if reproducible or working_vocab is not None or unmix is not None:
+        raise ValueError("reproducible, working_vocab and unmix apply to private fits only (give epsilon and delta)")
     refine = 0 if refine is None else refine
     params = pipeline.SpectralParams(k=k, alpha0=alpha0, model=model, **solver)
     if refine and model != "lda":

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -27,16 +28,20 @@ SCALABLE = ("whitened", "power")
 DENSE = ("config1", "config1-paper", "config2", "config3", "config4", "agn", "avn")
 MECHANISMS = ("auto",) + SCALABLE + DENSE
 
-#: Private defaults (benchmarks/lda_privacy_utility.py). EM iterations and the refinement's fraction of the
-#: budget: with a tail release (working vocabulary smaller than the vocabulary) the refinement is the tail
-#: release and EM, of which the tail takes TAIL_SHARE (its Gram matrix TAIL_GRAM_SHARE of that); without it
-#: EM alone. The scan takes SCAN_BUDGET of the whole budget, the spectral stages the rest.
-DEFAULT_REFINE = 3
-DEFAULT_REFINE_TAIL = 2
+#: Private defaults (benchmarks/lda_privacy_utility.py, benchmarks/refine_privacy.py). The refinement
+#: (everything after the spectral stage) is DEFAULT_UNMIX one-hot unmixing passes unless EM iterations are
+#: asked for. Its fraction of the budget: DEFAULT_REFINE_BUDGET_TAIL after a working vocabulary smaller than
+#: the vocabulary, else DEFAULT_REFINE_BUDGET. Of it the tail release takes TAIL_SHARE_UNMIX when unmixing
+#: passes follow, TAIL_SHARE when EM alone does (its Gram matrix TAIL_GRAM_SHARE of that); the unmixing
+#: passes and EM iterations split the rest evenly, each pass's Gram matrix taking UNMIX_GRAM_SHARE of its
+#: part. The scan takes SCAN_BUDGET of the whole budget, the spectral stages what is left.
+DEFAULT_UNMIX = 1
 DEFAULT_REFINE_BUDGET = 0.5
 DEFAULT_REFINE_BUDGET_TAIL = 0.75
 TAIL_SHARE = 0.5
+TAIL_SHARE_UNMIX = 0.3
 TAIL_GRAM_SHARE = 0.02
+UNMIX_GRAM_SHARE = 0.1
 SCAN_BUDGET = 0.02
 
 UNIT = "one document; neighbouring corpora replace one document by another (the number of documents is public)"
@@ -61,7 +66,7 @@ def resolve_mechanism(mechanism: str, k: int) -> str:
 
 
 def check_private_args(epsilon, delta, seed, reproducible: bool, refine: int, refine_budget: float,
-                       length_cap) -> None:
+                       length_cap, unmix: int = 0) -> None:
     """Reject an incomplete or unsafe private configuration, naming the parameter."""
     if epsilon is None or delta is None:
         raise ValueError("a private fit needs both epsilon and delta (e.g. --epsilon 1 --delta 1e-6)")
@@ -70,8 +75,11 @@ def check_private_args(epsilon, delta, seed, reproducible: bool, refine: int, re
     if seed is not None and not reproducible:
         raise ValueError("a seed makes the noise reproducible, and a reproducible fit is not private: "
                          "pass reproducible=True (--reproducible) to accept that, or drop the seed")
-    if refine and not 0 < refine_budget < 1:
-        raise ValueError(f"refine_budget must be in (0, 1) when refine > 0, got {refine_budget!r}")
+    for name, value in (("refine", refine), ("unmix", unmix)):
+        if isinstance(value, bool) or int(value) != value or value < 0:
+            raise ValueError(f"{name} must be an integer ≥ 0, got {value!r}")
+    if refine_budget is not None and not 0 < refine_budget < 1:
+        raise ValueError(f"refine_budget must be in (0, 1), got {refine_budget!r}")
     if isinstance(length_cap, bool) or int(length_cap) != length_cap or length_cap < 1:
         raise ValueError(f"length_cap must be an integer ≥ 1, got {length_cap!r}")
 
@@ -100,54 +108,104 @@ def vocabulary_entry(corpus) -> tuple[dict, Release | None, float]:
     return {"source": "public (not built from this corpus)"}, None, 0.0
 
 
-def budget_plan(config: lda_private.PrivateSpectralConfig, refine: int, refine_budget: float, scan: bool,
-                tail: bool = False) -> dict:
+@dataclass(frozen=True)
+class Refinement:
+    """What a scalable private LDA fit does after its spectral stage, defaults resolved.
+
+    Attributes
+    ----------
+    working_vocab : int
+        Words the spectral stage runs on.
+    scan : bool
+        A scan release is made (a refinement follows, or ``working_vocab`` is smaller
+        than the vocabulary).
+    tail : bool
+        A tail release gives the other words their topics (a refinement follows and
+        ``working_vocab`` is smaller than the vocabulary).
+    unmix : int
+        One-hot unmixing passes.
+    refine : int
+        Private EM iterations.
+    refine_budget : float
+        The refinement's fraction of the budget left after the scan.
+    """
+
+    working_vocab: int
+    scan: bool
+    tail: bool
+    unmix: int
+    refine: int
+    refine_budget: float
+
+    @property
+    def active(self) -> bool:
+        """Whether anything follows the spectral stage."""
+        return bool(self.unmix or self.refine)
+
+
+def resolve_refinement(d: int, k: int, refine=None, unmix=None, refine_budget=None,
+                       working_vocab=None) -> Refinement:
+    """Defaults of a scalable private LDA fit: ``unmix=None`` → :data:`DEFAULT_UNMIX` passes when
+    ``refine`` is not given, else 0; ``refine=None`` → 0 EM iterations; the working vocabulary
+    (:func:`distdp.private_pipeline.check_working_vocab`); ``refine_budget=None`` →
+    :data:`DEFAULT_REFINE_BUDGET_TAIL` with a tail release, else :data:`DEFAULT_REFINE_BUDGET`."""
+    unmix = (DEFAULT_UNMIX if refine is None else 0) if unmix is None else unmix
+    refine = 0 if refine is None else refine
+    active = bool(refine or unmix)
+    h = private_pipeline.check_working_vocab(working_vocab, d, k, active)
+    if refine_budget is None:
+        refine_budget = DEFAULT_REFINE_BUDGET_TAIL if active and h < d else DEFAULT_REFINE_BUDGET
+    return Refinement(h, active or h < d, active and h < d, unmix, refine, refine_budget)
+
+
+def budget_plan(config: lda_private.PrivateSpectralConfig, refinement: Refinement) -> dict:
     """Noise multipliers of every release of a scalable private fit, from fractions of the budget.
 
     The scan takes :data:`SCAN_BUDGET` (when made); of the rest the
-    refinement takes ``refine_budget`` (when ``refine > 0``): the tail
-    release :data:`TAIL_SHARE` of it (when ``tail``) and the EM iterations the
-    remainder; the spectral stages get what is left. Fractions are of
+    refinement takes ``refine_budget`` (when active): the tail release
+    :data:`TAIL_SHARE_UNMIX` of it before unmixing passes, :data:`TAIL_SHARE`
+    before EM alone; the unmixing passes and EM iterations share the
+    remainder evenly; the spectral stages get what is left. Fractions are of
     ``1/m²`` (μ-GDP), so the releases compose exactly to ``(ε, δ)``
     (:func:`distdp.privacy.lda_private.plan_noise`).
     """
-    rest = 1.0 - SCAN_BUDGET if scan else 1.0
-    refinement = refine_budget * rest if refine else 0.0
-    tail_frac = TAIL_SHARE * refinement if tail else 0.0
-    em, spectral = refinement - tail_frac, rest - refinement
-    extra = {"scan": (SCAN_BUDGET / spectral, 1)} if scan else {}
-    if em:
-        extra["em_sstats"] = (em / spectral, refine)
+    r = refinement
+    rest = 1.0 - SCAN_BUDGET if r.scan else 1.0
+    total = r.refine_budget * rest if r.active else 0.0
+    tail_frac = (TAIL_SHARE_UNMIX if r.unmix else TAIL_SHARE) * total if r.tail else 0.0
+    per_pass = (total - tail_frac) / (r.unmix + r.refine) if r.active else 0.0
+    spectral = rest - total
+    extra = {"scan": (SCAN_BUDGET / spectral, 1)} if r.scan else {}
     if tail_frac:
         extra["tail_gram"] = (TAIL_GRAM_SHARE * tail_frac / spectral, 1)
         extra["tail_sstats"] = ((1.0 - TAIL_GRAM_SHARE) * tail_frac / spectral, 1)
+    if r.unmix:
+        extra["unmix_gram"] = (UNMIX_GRAM_SHARE * per_pass * r.unmix / spectral, r.unmix)
+        extra["unmix_sstats"] = ((1.0 - UNMIX_GRAM_SHARE) * per_pass * r.unmix / spectral, r.unmix)
+    if r.refine:
+        extra["em_sstats"] = (per_pass * r.refine / spectral, r.refine)
     return lda_private.plan_noise(config, extra)
 
 
 def fit_lda_private(corpus, k: int, *, alpha0: float, model: str, vocab, vocab_size, workers, backend, address,
                     seed, refine: int, eta, out, overwrite: bool, progress: bool, cpus_per_worker,
                     epsilon, delta, mechanism: str, refine_budget, length_cap: int, reproducible: bool,
-                    public_corpus, coherence: bool, t_start: float, working_vocab=None, **solver) -> LDAModel:
+                    public_corpus, coherence: bool, t_start: float, working_vocab=None, unmix=None,
+                    **solver) -> LDAModel:
     """The private branch of :func:`distdp.api.fit_lda` (same parameters).
 
-    ``refine=None`` → private EM iterations for LDA with a scalable mechanism
-    (0 otherwise): :data:`DEFAULT_REFINE_TAIL` after a tail release (working
-    vocabulary smaller than the vocabulary), else :data:`DEFAULT_REFINE`;
-    ``refine_budget=None`` → :data:`DEFAULT_REFINE_BUDGET_TAIL` after a tail
-    release, else :data:`DEFAULT_REFINE_BUDGET`.
+    With a scalable mechanism and ``model='lda'``, ``refine``, ``unmix``,
+    ``refine_budget`` and ``working_vocab`` default as
+    :func:`resolve_refinement` says (one unmixing pass after a tail release);
+    otherwise ``refine`` and ``unmix`` default to 0 and must stay 0.
     """
     from distdp import api
 
-    refine_default = refine is None
-    if refine is None:
-        refine = DEFAULT_REFINE if model == "lda" and resolve_mechanism(mechanism, k) in SCALABLE else 0
-    budget_default = refine_budget is None
-    refine_budget = DEFAULT_REFINE_BUDGET if refine_budget is None else refine_budget
-    check_private_args(epsilon, delta, seed, reproducible, refine, refine_budget, length_cap)
+    check_private_args(epsilon, delta, seed, reproducible, refine or 0, refine_budget, length_cap, unmix or 0)
     mech = resolve_mechanism(mechanism, k)
-    if refine and model != "lda":
-        raise ValueError("refine (variational EM) applies to model='lda' only")
-    if refine and mech in DENSE:
+    if (refine or unmix) and model != "lda":
+        raise ValueError("refine (variational EM) and unmix apply to model='lda' only")
+    if (refine or unmix) and mech in DENSE:
         raise ValueError(f"private refinement builds on the scalable mechanisms {SCALABLE}, not {mech!r}")
     if working_vocab is not None and mech in DENSE:
         raise ValueError(f"working_vocab applies to the scalable mechanisms {SCALABLE}, not {mech!r}")
@@ -164,9 +222,10 @@ def fit_lda_private(corpus, k: int, *, alpha0: float, model: str, vocab, vocab_s
             if mech in DENSE:
                 fit = _fit_dense(oc, params, mech, epsilon, delta, rng, reproducible)
             else:
-                fit = _fit_scalable(oc, params, mech, epsilon, delta, rng, ledger, refine, refine_budget,
-                                    length_cap, eta, working_vocab, update, refine_default, budget_default)
-                refine, refine_budget = fit["refine"], fit["refine_budget"]
+                plain = model != "lda"  # the single-topic model takes no refinement
+                r = resolve_refinement(oc.vocab_size, k, 0 if plain else refine, 0 if plain else unmix,
+                                       refine_budget, working_vocab)
+                fit = _fit_scalable(oc, params, mech, epsilon, delta, rng, ledger, r, length_cap, eta, update)
             resources = oc.resources()
         finally:
             close()
@@ -177,8 +236,8 @@ def fit_lda_private(corpus, k: int, *, alpha0: float, model: str, vocab, vocab_s
     if coherence and public_corpus is not None:
         npmi = api.coherence(LDAModel(fit["topic_word"], fit["alpha"], 0.0, model, oc.vocab, {}), public_corpus,
                              backend=backend, address=address)["per_topic"]
-    info = _report(fit, oc, params, mech, epsilon, delta, spent, seed, reproducible, refine, refine_budget,
-                   length_cap, eta, backend, vocab_report, vocab_delta, resources, t_start)
+    info = _report(fit, oc, params, mech, epsilon, delta, spent, seed, reproducible, length_cap, eta, backend,
+                   vocab_report, vocab_delta, resources, t_start)
     if npmi is not None:
         info["coherence"] = {"measure": "NPMI", "top_n": api.COHERENCE_TOP_N, "corpus": f"declared public: {public_corpus}",
                              "mean": float(npmi.mean()), "per_topic": npmi}
@@ -192,21 +251,14 @@ def fit_lda_private(corpus, k: int, *, alpha0: float, model: str, vocab, vocab_s
     return fitted
 
 
-def _fit_scalable(oc, params, mech, epsilon, delta, rng, ledger, refine, refine_budget, length_cap, eta,
-                  working_vocab, update, refine_default=False, budget_default=False):
+def _fit_scalable(oc, params, mech, epsilon, delta, rng, ledger, r: Refinement, length_cap, eta, update):
     config = lda_private.PrivateSpectralConfig(epsilon, delta, mechanism=mech, length_cap=length_cap)
-    d = oc.vocab_size
-    h = private_pipeline.check_working_vocab(working_vocab, d, params.k, refine)
-    if refine and h < d:  # the tail release already gives every word its topics
-        refine = DEFAULT_REFINE_TAIL if refine_default else refine
-        refine_budget = DEFAULT_REFINE_BUDGET_TAIL if budget_default else refine_budget
-    plan = budget_plan(config, refine, refine_budget, scan=bool(refine) or h < d, tail=bool(refine) and h < d)
-    fit = private_pipeline.fit_lda_private_scalable(oc.backend, d, params, config, rng, ledger, plan,
-                                                     refine=refine, eta=eta, working_vocab=h, progress=update)
+    fit = private_pipeline.fit_lda_private_scalable(oc.backend, oc.vocab_size, params, config, rng, ledger,
+                                                     budget_plan(config, r), refine=r.refine, unmix=r.unmix,
+                                                     eta=eta, working_vocab=r.working_vocab, progress=update)
     return {"topic_word": fit.topic_word, "alpha": fit.alpha, "ledger": ledger, "spectral": fit.spectral,
-            "variational": fit.em.variational if fit.em is not None else None, "em": fit.em,
-            "working_vocab": h, "refine": refine, "refine_budget": refine_budget,
-            "em_norm_cap": fit.scan.norm_cap if fit.em is not None else None,
+            "variational": fit.em.variational if fit.em is not None else None, "em": fit.em, "refinement": r,
+            "norm_cap": fit.scan.norm_cap if r.active else None,
             "guarantee": "proven" if ledger.private else "none: reproducible (seeded) noise",
             "assumptions": ASSUMPTIONS[mech]}
 
@@ -226,9 +278,26 @@ def _fit_dense(oc, params, mech, epsilon, delta, rng, reproducible):
             "assumptions": list(res.assumptions), "dense": res}
 
 
-def _report(fit, oc, params, mech, epsilon, delta, spent, seed, reproducible, refine, refine_budget, length_cap,
-            eta, backend, vocab_report, vocab_delta, resources, t_start) -> dict:
+def _plural(n: int, what: str) -> str:
+    """``"1 pass"``, ``"2 passes"``."""
+    return f"{n} {what}{('es' if what.endswith('s') else 's') if n > 1 else ''}"
+
+
+def _method(mech: str, r: Refinement | None, d: int) -> str:
+    """The report's one-line description of what the private fit did."""
+    if r is None:
+        return f"private spectral ({mech})"
+    return (f"private spectral ({mech})"
+            + (f" on the {r.working_vocab} most frequent words (noisy)" if r.working_vocab < d else "")
+            + (" + private tail release (topics of the other words)" if r.tail else "")
+            + (f" + {_plural(r.unmix, 'private one-hot unmixing pass')} on every word" if r.unmix else "")
+            + (f" + {_plural(r.refine, 'private variational EM iteration')} on every word" if r.refine else ""))
+
+
+def _report(fit, oc, params, mech, epsilon, delta, spent, seed, reproducible, length_cap, eta, backend,
+            vocab_report, vocab_delta, resources, t_start) -> dict:
     ledger: PrivacyLedger = fit["ledger"]
+    r: Refinement | None = fit.get("refinement")
     total_delta = delta + vocab_delta
     privacy = {
         "private": bool(ledger.private and fit["guarantee"] == "proven"
@@ -244,22 +313,18 @@ def _report(fit, oc, params, mech, epsilon, delta, spent, seed, reproducible, re
         "vocabulary": vocab_report, "assumptions": fit["assumptions"],
         "not_released": ["per-document γ/φ", "evidence lower bound", "exact document and token counts",
                          "coherence on the training corpus"],
-        "ledger": [r.to_dict() for r in ledger.releases],
+        "ledger": [rel.to_dict() for rel in ledger.releases],
     }
     stats = ({**fit["spectral"].result.stats, "vocab_size": oc.vocab_size} if "spectral" in fit else
              {"n_docs": int(sum(oc.backend.call("row_count"))), "vocab_size": oc.vocab_size})
     info = {
-        "method": f"private spectral ({mech})" + (f" on the {fit['working_vocab']} most frequent words (noisy)"
-                                                  if fit.get("working_vocab", oc.vocab_size) < oc.vocab_size else "")
-                  + (" + private unmixing of the other words" if "tail_sstats" in {r.stage for r in ledger.releases}
-                     else "")
-                  + (f" + {refine} private variational EM iteration{'s' if refine > 1 else ''} on every word"
-                     if refine else ""),
+        "method": _method(mech, r, oc.vocab_size),
         "parameters": {"k": params.k, "alpha0": params.alpha0, "model": params.model, "seed": seed,
-                       "backend": backend, "workers": oc.backend.n_shards, "refine": refine,
-                       "eta": eta if refine else None, "refine_budget": refine_budget if refine else None,
+                       "backend": backend, "workers": oc.backend.n_shards, "refine": r.refine if r else 0,
+                       "unmix": r.unmix if r else 0, "eta": eta if r and r.refine else None,
+                       "refine_budget": r.refine_budget if r and r.active else None,
                        "length_cap": length_cap, "epsilon": epsilon, "delta": delta, "mechanism": mech,
-                       "working_vocab": fit.get("working_vocab"), "em_norm_cap": fit.get("em_norm_cap")},
+                       "working_vocab": r.working_vocab if r else None, "norm_cap": fit.get("norm_cap")},
         "corpus": {"source": oc.source, **stats},
         "timings_s": {"read": oc.read_seconds, "total": time.perf_counter() - t_start},
         "resources": resources,

@@ -42,16 +42,17 @@ def test_ray_equals_in_process(ray_session, corpus_dir, tensor):
 
 
 def test_private_fit_with_tail_release_on_ray_equals_in_process(ray_session, corpus_dir):
-    """The scalable private fit with every release (scan, spectral, tail, EM) on Ray actors.
+    """The scalable private fit with every release (scan, spectral, tail, unmixing pass, EM) on Ray actors.
 
     Seeded noise (reproducible, not private) so both draw the same noise; tolerance as above.
     """
     kw = dict(alpha0=1.0, workers=3, seed=2, progress=False, epsilon=30.0, delta=1e-6, reproducible=True,
-              working_vocab=150, coherence=False)
+              working_vocab=150, coherence=False, unmix=1, refine=1)
     ray_fit = distdp.fit_lda(corpus_dir, K, **kw)
     local = distdp.fit_lda(corpus_dir, K, backend="local", **kw)
     stages = [r["stage"] for r in ray_fit.info["privacy"]["ledger"]]
-    assert {"scan", "tail_gram", "tail_sstats", "em_sstats"} <= set(stages)
+    assert stages[0] == "scan" and stages[-5:] == ["tail_gram", "tail_sstats", "unmix_gram", "unmix_sstats",
+                                                   "em_sstats"]
     np.testing.assert_allclose(ray_fit.topic_word, local.topic_word, rtol=1e-10, atol=1e-14)
 
 

@@ -30,8 +30,9 @@ def register(sub) -> None:
     p.add_argument("--restarts", type=int, help="power-method restarts L")
     p.add_argument("--iters", type=int, help="power-method iterations R")
     p.add_argument("--refine", type=int,
-                   help="batch variational EM iterations after the spectral fit (LDA only; default 0; "
-                        "in a private fit 2 after a tail release, else 3)")
+                   help="batch variational EM iterations after the spectral fit (LDA only; default 0; in a "
+                        "private fit they follow the unmixing passes, and giving --refine turns the default "
+                        "unmixing pass off)")
     p.add_argument("--eta", type=float, help="topic-word Dirichlet smoothing of the EM (default 1/k)")
     p.add_argument("--no-coherence", action="store_true", help="skip the NPMI coherence pass")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
@@ -42,14 +43,18 @@ def register(sub) -> None:
                    choices=["auto", "whitened", "power", "config1", "config1-paper", "config2", "config3",
                             "config4", "agn", "avn"],
                    help="auto: whitened (k ≤ 100) or power; config*/agn/avn: small vocabularies (papers)")
+    d.add_argument("--unmix", type=int,
+                   help="one-hot unmixing passes on every word after the private spectral stage "
+                        "(default 1 unless --refine is given, else 0)")
     d.add_argument("--refine-budget", type=float,
-                   help="fraction of the budget for the refinement: EM and, with a working vocabulary "
-                        "smaller than the vocabulary, the tail release (default 0.75 then, else 0.5)")
+                   help="fraction of the budget for the refinement: the tail release (with a working "
+                        "vocabulary smaller than the vocabulary), the unmixing passes and EM "
+                        "(default 0.75 with a tail release, else 0.5)")
     d.add_argument("--length-cap", type=int, default=100,
                    help="public cap on tokens per document in the private token count")
     d.add_argument("--working-vocab", type=int,
-                   help="run the private spectral stage on this many most frequent words (noisy); EM covers "
-                        "every word (default min(d, 100k) with EM, else d)")
+                   help="run the private spectral stage on this many most frequent words (noisy); the "
+                        "refinement covers every word (default min(d, 100k) with a refinement, else d)")
     d.add_argument("--reproducible", action="store_true",
                    help="allow --seed in private mode: the result is then reported as NOT private")
     d.add_argument("--public-corpus", help="corpus declared public on which a private fit's coherence is measured")
@@ -87,7 +92,7 @@ def run(args) -> int:
                     n_iters=args.iters, refine=args.refine, eta=args.eta, coherence=not args.no_coherence,
                     epsilon=args.epsilon, delta=args.delta, mechanism=args.mechanism,
                     refine_budget=args.refine_budget, length_cap=args.length_cap, reproducible=args.reproducible,
-                    public_corpus=args.public_corpus, working_vocab=args.working_vocab)
+                    public_corpus=args.public_corpus, working_vocab=args.working_vocab, unmix=args.unmix)
     print(model.format_top_words(), end="")
     t = model.info["timings_s"]
     used = model.info["corpus"].get("n_docs_used", model.info["corpus"].get("n_docs"))

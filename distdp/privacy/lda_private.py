@@ -205,13 +205,20 @@ def histogram(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
     return np.bincount(np.clip(idx, 0, len(edges) - 2), minlength=len(edges) - 1).astype(np.float64)
 
 
-def quantile_from_histogram(noisy_counts: np.ndarray, edges: np.ndarray, q: float) -> float:
-    """Upper edge of the first bin where the cumulative (noisy, floored at 0) mass reaches ``q``.
+def quantile_from_histogram(noisy_counts: np.ndarray, edges: np.ndarray, q: float, sigma: float = 0.0,
+                            threshold: float = 2.0) -> float:
+    """Upper edge of the first bin where the cumulative noisy mass reaches ``q``.
 
-    Post-processing of a noisy histogram: with no positive mass the largest
-    edge is returned (no clipping, the most noise).
+    Post-processing of a noisy histogram whose bins carry Gaussian noise of
+    standard deviation ``sigma``: bins below ``threshold·sigma`` count as
+    empty, so the noise of the many empty bins past the data does not move
+    the quantile up (on 3,000 documents with 2% of ε = 8 it had pushed the
+    0.9-quantile of ‖x‖₂ from ≈ 50 to the grid's top edge, 512). With no
+    mass left the largest edge is returned (no clipping, the most noise).
     """
-    c = np.maximum(np.asarray(noisy_counts, dtype=np.float64), 0.0)
+    c = np.asarray(noisy_counts, dtype=np.float64)
+    c = np.where(c > threshold * float(sigma), c, 0.0)
+    c = np.maximum(c, 0.0)
     total = c.sum()
     if total <= 0:
         return float(edges[-1])
