@@ -379,8 +379,7 @@ def _release_unmix(parts: list, stage: str, norm_cap: float, noise: _Noise, gram
     else:
         gram = noise.add(f"{stage}_gram", gram, sens_g, note=gram_note)
     q = noise.add(f"{stage}_sstats", _sum([p_[0] for p_ in parts]), sens_q, note=q_note)
-    return lda_private.unmix_topics(q, gram, noise.plan[f"{stage}_sstats"].multiplier * sens_q, threshold,
-                                    symmetric=symmetric)
+    return lda_private.unmix_topics(q, gram, noise.sigma(f"{stage}_sstats", sens_q), threshold, symmetric=symmetric)
 
 
 def unmix_tail_private(view: ColumnBackend, topic_word: np.ndarray, alpha: np.ndarray,

@@ -217,8 +217,7 @@ def quantile_from_histogram(noisy_counts: np.ndarray, edges: np.ndarray, q: floa
     mass left the largest edge is returned (no clipping, the most noise).
     """
     c = np.asarray(noisy_counts, dtype=np.float64)
-    c = np.where(c > threshold * float(sigma), c, 0.0)
-    c = np.maximum(c, 0.0)
+    c = np.where(c > max(threshold * float(sigma), 0.0), c, 0.0)
     total = c.sum()
     if total <= 0:
         return float(edges[-1])
