@@ -398,7 +398,7 @@ def unmix_tail_private(view: ColumnBackend, topic_word: np.ndarray, alpha: np.nd
     start = np.maximum(topic_word, 1e-12)
     start = start / start.sum(axis=1, keepdims=True)
     parts = view.call_full("tail_statistics", start, alpha, float(norm_cap), max_inner, tol)
-    rule = (f"w_n = min(1, {norm_cap:.4g}/(‖θ̂_n‖₂‖x_n‖₂), {norm_cap:.4g}²/(‖θ̂_n‖₂²‖x_n‖₁)), "
+    rule = (f"w_n = min({norm_cap:.4g}/(‖θ̂_n‖₂‖x_n‖₂), {norm_cap:.4g}²/(‖θ̂_n‖₂²‖x_n‖₁)), "
             f"θ̂_n from the working words")
     return _release_unmix(parts, "tail", norm_cap, noise, f"unique entries of Σ_n w_n l_n θ̂_nθ̂_nᵀ (k×k), {rule}",
                           f"Σ_n w_n θ̂_n x_nᵀ (k×d), {rule}; β̂ = G⁻¹Q, entries below {threshold:g}σ set to 0",
@@ -415,13 +415,14 @@ def unmix_private(backend: Backend, topic_word: np.ndarray, alpha: np.ndarray, n
     coordinator releases ``G = Σ w_n l_n e_n θ̂_nᵀ`` (all k² entries) and
     ``Q = Σ w_n e_n x_nᵀ`` with Gaussian noise and solves ``β̂ = G⁻¹Q``
     (:func:`distdp.privacy.lda_private.hard_unmix_statistics`). From the tail
-    release's topics one pass leaves L1 0.048 where two private EM iterations
-    leave 0.062 (ε = 1, N = 10⁶, ``benchmarks/lda_privacy_utility.py``): EM
-    moves a word's mass between topics slowly and keeps the zeros of its
-    start; the solve is a fresh estimate of every word's topics.
+    release's topics one pass left L1 0.050 where two private EM iterations
+    left 0.062 (ε = 1, N = 10⁶, ``benchmarks/lda_privacy_utility.py``, with
+    the weights then clipped at 1): EM moves a word's mass between topics
+    slowly and keeps the zeros of its start; the solve is a fresh estimate of
+    every word's topics.
     """
     rule = (f"e_n = onehot(argmax θ̂_n), θ̂_n from all words, "
-            f"w_n = min(1, {norm_cap:.4g}/‖x_n‖₂, {norm_cap:.4g}²/(‖θ̂_n‖₂‖x_n‖₁))")
+            f"w_n = min({norm_cap:.4g}/‖x_n‖₂, {norm_cap:.4g}²/(‖θ̂_n‖₂‖x_n‖₁))")
     for t in range(passes):
         parts = backend.call("unmix_statistics", backend.broadcast(topic_word), alpha, float(norm_cap), max_inner,
                              tol)
