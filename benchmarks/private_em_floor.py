@@ -32,6 +32,7 @@ import scipy.sparse as sp
 
 from distdp import lda, refine
 from distdp.privacy import accounting, lda_private
+from distdp.shard import Shard
 
 
 # The sibling script (not a package), run by file path: the same corpus.
@@ -54,12 +55,6 @@ def oracle_statistics(counts: sp.csr_matrix, topic_word: np.ndarray, alpha: np.n
     return eeb * res.sstats
 
 
-def oracle_pass(counts: sp.csr_matrix, topic_word: np.ndarray, alpha: np.ndarray, norm_cap: float):
-    """The unmixing pass's ``(Q, G)`` with every ``θ̂_n`` the posterior mean under the true topics."""
-    res = refine.e_step(counts, np.maximum(topic_word, 1e-12), alpha, None, 100, 1e-3, False)
-    return lda_private.hard_unmix_statistics(counts, refine.theta_from_gamma(res.gamma), norm_cap)
-
-
 def main() -> None:
     c, _ = corpus(N, D, K, 0)
     counts = c.counts.tocsr()
@@ -80,7 +75,7 @@ def main() -> None:
             rows.append({"multiplier": scale * m, "multiplier_over_eps1": scale, "threshold": thr,
                          "l1": lda.matched_l1(lam / lam.sum(1, keepdims=True), c.topic_word)[0]})
             print(rows[-1], flush=True)
-    Q, G = oracle_pass(counts, c.topic_word, c.alpha, norm_cap)
+    Q, G = Shard(counts).unmix_statistics(c.topic_word, c.alpha, norm_cap)  # θ̂_n under the true topics
     sens_q = lda_private.tail_sensitivities(norm_cap)[0]
     rows.append({"release": "unmix", "multiplier": None, "threshold": None, "l1": lda.matched_l1(
         lda_private.unmix_topics(Q, G, 0.0, 0.0, symmetric=False), c.topic_word)[0],

@@ -340,7 +340,7 @@ def unmix_weights(norms: np.ndarray, lengths: np.ndarray, norm_cap: float,
     ``Σ l/‖x‖₂`` to ``Σ min(l/C, l/‖x‖₂)`` (1.16 at the 0.9 quantile on the
     ``lda_privacy_utility`` corpora; L1 0.0445 vs 0.0504 at ε = 1, N = 10⁶,
     with no change without noise). For integer counts ``l ≤ ‖x‖₂²``, so the
-    second bound only bites where ``‖x‖₂ > C/(‖g‖₂‖θ̂‖₂)``.
+    second bound only bites where ``‖x‖₂ > C/‖θ̂‖₂``.
     """
     c = float(norm_cap)
     t = np.ones(np.shape(norms)) if theta_norms is None else np.asarray(theta_norms, dtype=np.float64)
@@ -384,8 +384,8 @@ def hard_unmix_statistics(counts: sp.csr_matrix, theta: np.ndarray, norm_cap: fl
     not symmetric). As for :func:`tail_statistics`, ``E[Q] = Gβ`` when ``θ̂_n``
     is the posterior mean given words independent of the counted ones (any
     function of θ̂ may weight; the one-hot concentrates each document on one
-    topic, which lowered the solve's noise: L1 0.048 vs 0.056 (clipped weights) at half of the
-    ε = 1 budget, N = 10⁶, one seed). Solve with
+    topic, which lowered the solve's noise: L1 0.048 vs 0.056 at half of the
+    ε = 1 budget, N = 10⁶, one seed, with the weights then clipped at 1). Solve with
     ``unmix_topics(..., symmetric=False)``.
     """
     theta = np.asarray(theta, dtype=np.float64)
