@@ -19,7 +19,10 @@ place of the unmixing pass), against the non-private spectral fit + 3 EM
 iterations.
 Part ``dense`` (d = 100, k = 5, N ∈ {10⁴, 10⁵}): the papers' configurations
 1–4 and AGN/AVN (distdp.privacy.lda_dense), which form M3 and are refused at
-d = 5,000, with the scalable ones on the same corpora.
+d = 5,000, with the scalable ones on the same corpora; ``config2-declared`` is
+configuration 2 with a guarantee, its bounds declared from the generating
+model (``DeclaredBounds.from_model``, margin 2: what a user with a public model
+of the corpus could declare) and checked by the private test.
 
 The fits run in-process on two shards (:class:`distdp.pipeline.LocalBackend`:
 the same shard code and coordinator as Ray). Noise is seeded (reproducible
@@ -55,13 +58,18 @@ OUT = Path(__file__).resolve().parent / "results"
 SCALABLE = {"d": 5000, "k": 10, "N": [10_000, 100_000, 1_000_000]}
 DENSE = {"d": 100, "k": 5, "N": [10_000, 100_000]}
 DEFAULT_FITS = ["whitened+unmix", "whitened+em"]
-DENSE_MECHS = ["config1", "config1-paper", "config2", "config3", "config4", "agn", "avn"]
+DENSE_MECHS = ["config1", "config1-paper", "config2", "config2-declared", "config3", "config4", "agn", "avn"]
+#: The generating model of each backend's corpus (config2-declared declares its bounds from it).
+_TRUTH: dict = {}
 
 
 def corpus(n, d, k, seed):
     c = sample_corpus(n, d, k, np.random.default_rng([seed, n, d]), alpha0=1.0, doc_length=100.0)
     shards = [Shard(c.counts[idx]) for idx in np.array_split(np.arange(n), 2)]
-    return c, LocalBackend(shards)
+    be = LocalBackend(shards)
+    _TRUTH.clear()
+    _TRUTH[id(be)] = c
+    return c, be
 
 
 def score(topic_word, truth):
@@ -104,9 +112,13 @@ def dense_fit(be, d, k, mech, eps, acc, seed):
         _DENSE_CACHE.clear()
         _DENSE_CACHE[id(be)] = _sum(be.call("dense_moments"))
     part = _DENSE_CACHE[id(be)]
+    bounds = None
+    if mech == "config2-declared":
+        truth = _TRUTH[id(be)]
+        mech, bounds = "config2", lda_dense.DeclaredBounds.from_model(truth.topic_word, truth.alpha, margin=2.0)
     res = lda_dense.fit_dense(part, k, 1.0, mech, epsilon=eps, delta=DELTA, rng=np.random.default_rng(seed),
                               reproducible=True, accounting="tight" if acc == "tight" else "paper",
-                              n_docs=sum(be.call("row_count")))
+                              n_docs=sum(be.call("row_count")), declared_bounds=bounds)
     return res.topic_word, res.ledger.epsilon(DELTA)
 
 

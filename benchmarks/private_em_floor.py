@@ -1,9 +1,9 @@
 """The floor of private EM on the issue's benchmark corpus: one release at the whole budget, from the truth.
 
 On the ``lda_privacy_utility`` corpus (d = 5,000, k = 10, N = 10⁶, run 0),
-one E-step is run from the *true* topics (oracle posteriors) with the
-private default's clipping (each ``x_n∘φ_n`` scaled to Frobenius norm ≤ C, C the
-0.9 quantile of ‖x_n‖₂, sensitivity √2·C), and the k×d statistics are released
+one E-step is run from the *true* topics (oracle posteriors) with private
+EM's weights (each ``x_n∘φ_n`` scaled to Frobenius norm C, C the 0.9
+quantile of ‖x_n‖₂, sensitivity √2·C), and the k×d statistics are released
 once with Gaussian noise of multiplier ``m`` · (1, 2, 4, 8), where ``m`` is
 the multiplier of a single Gaussian release that is (ε = 1, δ = 1e-6)-DP.
 The noisy statistics are thresholded at 0 / 2σ / 3σ and scored by matched
@@ -17,7 +17,12 @@ and thresholded as the pipeline does. The private default splits the budget
 over a scan, a spectral start, a tail release and the pass (≈ 46% of μ² on
 the pass's ``Q``, multiplier ≈ 1.47·m) and starts far from the truth.
 
-Run: ``.venv/bin/python benchmarks/private_em_floor.py`` (≈ 10 min).
+Last, one E-step from the private default's own output at ε = 1 (the
+``lda_privacy_utility`` fit, L1 0.045; α the true one), without noise and at
+100% / 60% / 40% of the ε = 1 budget (multiplier m/√share): how much of its
+start's error an EM release after the pass would inherit.
+
+Run: ``.venv/bin/python benchmarks/private_em_floor.py`` (≈ 20 min).
 Writes ``benchmarks/results/private_em_floor.json``.
 """
 from __future__ import annotations
@@ -37,16 +42,17 @@ from distdp.shard import Shard
 
 # The sibling script (not a package), run by file path: the same corpus.
 _lpu = runpy.run_path(str(Path(__file__).resolve().parent / "lda_privacy_utility.py"))
-DELTA, corpus = _lpu["DELTA"], _lpu["corpus"]
+DELTA, corpus, default_fit = _lpu["DELTA"], _lpu["corpus"], _lpu["default_fit"]
 
 OUT = Path(__file__).resolve().parent / "results" / "private_em_floor.json"
 N, D, K, EPSILON, ETA = 1_000_000, 5000, 10, 1.0, 0.1
 SCALES = (1, 2, 4, 8)
+SHARES = (1.0, 0.6, 0.4)
 THRESHOLDS = (0.0, 2.0, 3.0)
 
 
 def oracle_statistics(counts: sp.csr_matrix, topic_word: np.ndarray, alpha: np.ndarray, norm_cap: float):
-    """``Σ_n w_n x_n ∘ φ_n`` (k×d) of one E-step from the true topics, with the private clipping."""
+    """``Σ_n w_n x_n ∘ φ_n`` (k×d) of one E-step from the true topics, with private EM's weights."""
     tokens = float(counts.sum())
     lam = refine.init_lambda(topic_word, alpha, tokens, ETA)
     elog = refine.dirichlet_expectation(lam)
@@ -56,7 +62,7 @@ def oracle_statistics(counts: sp.csr_matrix, topic_word: np.ndarray, alpha: np.n
 
 
 def main() -> None:
-    c, _ = corpus(N, D, K, 0)
+    c, be = corpus(N, D, K, 0)
     counts = c.counts.tocsr()
     norm_cap = float(np.quantile(lda_private.count_norms(counts), 0.9))
     t0 = time.perf_counter()
@@ -65,14 +71,14 @@ def main() -> None:
     sens = lda_private.em_sensitivity(norm_cap)
     m = accounting.calibrate_gaussian_multiplier(EPSILON, DELTA, 1)
     rng = np.random.default_rng(1)
-    rows = [{"multiplier": None, "threshold": None, "l1": lda.matched_l1(
+    rows = [{"release": "em", "multiplier": None, "threshold": None, "l1": lda.matched_l1(
         stats / stats.sum(1, keepdims=True), c.topic_word)[0], "what": "non-private one E-step from the truth"}]
     for scale in SCALES:
         sigma = scale * m * sens
         noisy = stats + rng.normal(0.0, sigma, stats.shape)
         for thr in THRESHOLDS:
             lam = ETA + (lda_private.threshold_noisy(noisy, sigma, thr) if thr else np.maximum(noisy, 0.0))
-            rows.append({"multiplier": scale * m, "multiplier_over_eps1": scale, "threshold": thr,
+            rows.append({"release": "em", "multiplier": scale * m, "multiplier_over_eps1": scale, "threshold": thr,
                          "l1": lda.matched_l1(lam / lam.sum(1, keepdims=True), c.topic_word)[0]})
             print(rows[-1], flush=True)
     Q, G = Shard(counts).unmix_statistics(c.topic_word, c.alpha, norm_cap)  # θ̂_n under the true topics
@@ -88,6 +94,18 @@ def main() -> None:
                          "l1": lda.matched_l1(lda_private.unmix_topics(noisy, G, sigma, thr, symmetric=False),
                                               c.topic_word)[0]})
             print(rows[-1], flush=True)
+    start, _ = default_fit(be, D, K, "whitened+unmix", EPSILON, "tight", 10)   # the utility benchmark's fit
+    stats = oracle_statistics(counts, start, c.alpha, norm_cap)
+    rows.append({"release": "em-from-default", "multiplier": None, "threshold": None,
+                 "start_l1": lda.matched_l1(start, c.topic_word)[0],
+                 "l1": lda.matched_l1(stats / stats.sum(1, keepdims=True), c.topic_word)[0],
+                 "what": "non-private one E-step from the private default's output at ε = 1"})
+    for share in SHARES:
+        sigma = m / np.sqrt(share) * sens
+        lam = ETA + lda_private.threshold_noisy(stats + rng.normal(0.0, sigma, stats.shape), sigma, 2.0)
+        rows.append({"release": "em-from-default", "multiplier": m / np.sqrt(share), "budget_share": share,
+                     "threshold": 2.0, "l1": lda.matched_l1(lam / lam.sum(1, keepdims=True), c.topic_word)[0]})
+        print(rows[-1], flush=True)
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps({"N": N, "d": D, "k": K, "epsilon": EPSILON, "delta": DELTA, "norm_cap": norm_cap,
                                "sensitivity": sens, "e_step_seconds": seconds, "rows": rows}, indent=1) + "\n")

@@ -141,7 +141,7 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
             progress: bool = True, cpus_per_worker: float | None = None, epsilon: float | None = None,
             delta: float | None = None, mechanism: str = "auto", refine_budget: float | None = None,
             length_cap: int = 100, reproducible: bool = False, public_corpus=None, working_vocab: int | None = None,
-            unmix: int | None = None, **solver) -> LDAModel:
+            unmix: int | None = None, declared_bounds=None, **solver) -> LDAModel:
     """Fit a spectral LDA (or single-topic) model, optionally refined by variational EM.
 
     Parameters
@@ -213,6 +213,11 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
         every word after the spectral stage (and tail release)
         (:func:`distdp.private_pipeline.unmix_private`). Default 1 when
         ``refine`` is not given, else 0.
+    declared_bounds : DeclaredBounds or str, optional
+        ``mechanism='config2'`` only: public bounds on the corpus's moments
+        (:class:`distdp.privacy.lda_dense.DeclaredBounds`, or its text form
+        ``"sigma_k=…,gap=…,sigma_1=…,m3_norm=…"``), checked by a private
+        test; the fit is then proven private instead of a paper claim.
     **solver
         Further :class:`distdp.pipeline.SpectralParams` fields (``eigensolver``,
         ``eig_iters``, ``oversample``, ``tensor``, ``method``, ``n_restarts``, ``n_iters``).
@@ -233,9 +238,10 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
             progress=progress, cpus_per_worker=cpus_per_worker, epsilon=epsilon, delta=delta, mechanism=mechanism,
             refine_budget=refine_budget, length_cap=length_cap, reproducible=reproducible,
             public_corpus=public_corpus, coherence=coherence, t_start=t_start, working_vocab=working_vocab,
-            unmix=unmix, **solver)
-    if reproducible or working_vocab is not None or unmix is not None:
-        raise ValueError("reproducible, working_vocab and unmix apply to private fits only (give epsilon and delta)")
+            unmix=unmix, declared_bounds=declared_bounds, **solver)
+    if reproducible or working_vocab is not None or unmix is not None or declared_bounds is not None:
+        raise ValueError("reproducible, working_vocab, unmix and declared_bounds apply to private fits only "
+                         "(give epsilon and delta)")
     refine = 0 if refine is None else refine
     params = pipeline.SpectralParams(k=k, alpha0=alpha0, model=model, **solver)
     if refine and model != "lda":

@@ -191,7 +191,7 @@ def fit_lda_private(corpus, k: int, *, alpha0: float, model: str, vocab, vocab_s
                     seed, refine: int, eta, out, overwrite: bool, progress: bool, cpus_per_worker,
                     epsilon, delta, mechanism: str, refine_budget, length_cap: int, reproducible: bool,
                     public_corpus, coherence: bool, t_start: float, working_vocab=None, unmix=None,
-                    **solver) -> LDAModel:
+                    declared_bounds=None, **solver) -> LDAModel:
     """The private branch of :func:`distdp.api.fit_lda` (same parameters).
 
     With a scalable mechanism and ``model='lda'``, ``refine``, ``unmix``,
@@ -207,6 +207,13 @@ def fit_lda_private(corpus, k: int, *, alpha0: float, model: str, vocab, vocab_s
         raise ValueError("refine (variational EM) and unmix apply to model='lda' only")
     if (refine or unmix) and mech in DENSE:
         raise ValueError(f"private refinement builds on the scalable mechanisms {SCALABLE}, not {mech!r}")
+    if declared_bounds is not None:
+        from distdp.privacy import lda_dense
+
+        if mech != "config2":
+            raise ValueError(f"declared_bounds apply to config2 only (--mechanism config2), not {mech!r}")
+        if isinstance(declared_bounds, str):
+            declared_bounds = lda_dense.DeclaredBounds.parse(declared_bounds)
     if working_vocab is not None and mech in DENSE:
         raise ValueError(f"working_vocab applies to the scalable mechanisms {SCALABLE}, not {mech!r}")
     params = pipeline.SpectralParams(k=k, alpha0=alpha0, model=model, **solver)
@@ -220,7 +227,7 @@ def fit_lda_private(corpus, k: int, *, alpha0: float, model: str, vocab, vocab_s
         params.validate(oc.vocab_size)
         try:
             if mech in DENSE:
-                fit = _fit_dense(oc, params, mech, epsilon, delta, rng, reproducible)
+                fit = _fit_dense(oc, params, mech, epsilon, delta, rng, reproducible, declared_bounds)
             else:
                 plain = model != "lda"  # the single-topic model takes no refinement
                 r = resolve_refinement(oc.vocab_size, k, 0 if plain else refine, 0 if plain else unmix,
@@ -263,7 +270,7 @@ def _fit_scalable(oc, params, mech, epsilon, delta, rng, ledger, r: Refinement, 
             "assumptions": ASSUMPTIONS[mech]}
 
 
-def _fit_dense(oc, params, mech, epsilon, delta, rng, reproducible):
+def _fit_dense(oc, params, mech, epsilon, delta, rng, reproducible, declared_bounds=None):
     from distdp.privacy import lda_dense
 
     lda_dense.check_dense_vocab(oc.vocab_size)
@@ -273,7 +280,8 @@ def _fit_dense(oc, params, mech, epsilon, delta, rng, reproducible):
     n_docs = int(sum(oc.backend.call("row_count")))
     res = lda_dense.fit_dense(partial, params.k, params.moment_alpha0, mech, epsilon=epsilon, delta=delta,
                               rng=rng if reproducible else None, reproducible=reproducible,
-                              n_restarts=params.n_restarts, n_iters=params.n_iters, n_docs=n_docs)
+                              n_restarts=params.n_restarts, n_iters=params.n_iters, n_docs=n_docs,
+                              declared_bounds=declared_bounds)
     return {"topic_word": res.topic_word, "alpha": res.alpha, "ledger": res.ledger, "guarantee": res.guarantee,
             "assumptions": list(res.assumptions), "dense": res}
 
@@ -315,6 +323,8 @@ def _report(fit, oc, params, mech, epsilon, delta, spent, seed, reproducible, le
                          "coherence on the training corpus"],
         "ledger": [rel.to_dict() for rel in ledger.releases],
     }
+    if ledger.delta_reserved:  # a propose-test-release check: part of δ, outside the events
+        privacy["delta_reserved"] = ledger.delta_reserved
     stats = ({**fit["spectral"].result.stats, "vocab_size": oc.vocab_size} if "spectral" in fit else
              {"n_docs": int(sum(oc.backend.call("row_count"))), "vocab_size": oc.vocab_size})
     info = {

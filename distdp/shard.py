@@ -208,7 +208,7 @@ class Shard:
         γ is kept between calls with the same ``key`` (warm start of the next
         EM iteration); after a restart it is re-initialised. With
         ``norm_cap = C`` (private EM) each document's statistic ``x ∘ φ`` is
-        scaled by ``min(1, C/‖x ∘ φ‖_F)``, so it has Frobenius norm ≤ C
+        scaled by ``C/‖x ∘ φ‖_F``, so it has Frobenius norm C
         (:func:`distdp.privacy.lda_private.em_sensitivity`); its posterior
         comes from the unscaled counts.
         """

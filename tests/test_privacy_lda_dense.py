@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from distdp import moments
@@ -16,6 +16,7 @@ from distdp.moments import MomentCoefficients, TensorWeights, WhitenedTensor
 from distdp.privacy import accounting as acct
 from distdp.privacy import lda_dense as ld
 from distdp.privacy import mechanisms
+from distdp.privacy.ledger import PrivacyLedger
 from distdp.synthetic import sample_corpus
 
 SQRT2 = math.sqrt(2.0)
@@ -375,3 +376,186 @@ def test_large_vocabulary_refused():
         ld.fit_dense(sp.csr_matrix((5, 500)), 3, 1.0, "agn", epsilon=1.0, delta=DELTA)
     with pytest.raises(ValueError, match="'whitened'"):
         ld.dense_moment_partial(sp.csr_matrix((5, 500)))
+
+
+# --------------------------------------------------------------------------- config2 under declared bounds
+
+def top_whitening(M2, k):
+    """Descending eigenvalues of M2 and W = U_k Λ_k^{-1/2}."""
+    lam, U = np.linalg.eigh(0.5 * (M2 + M2.T))
+    order = np.argsort(-lam)
+    lam, U = lam[order], U[:, order]
+    return lam, U[:, :k] / np.sqrt(lam[:k])[None, :]
+
+
+def met_bounds(M2, M3, k, slack=(1.0, 1.0, 1.0, 1.0)):
+    """The declaration the corpus meets with the given slack (1: its exact values, the tightest valid one)."""
+    lam, _ = top_whitening(M2, k)
+    return ld.DeclaredBounds(lam[k - 1] * slack[0], (lam[:k] - lam[1:k + 1]).min() * slack[1], lam[0] * slack[2],
+                             float(np.linalg.norm(M3)) * slack[3])
+
+
+def two_topic_corpus(seed, n=300, d=5, alpha0=0.5):
+    return np.asarray(sample_corpus(n, d, 2, np.random.default_rng(seed), alpha0=alpha0, doc_length=20,
+                                    topic_concentration=0.5).counts.todense(), dtype=float)
+
+
+@settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2 ** 32 - 1), st.lists(st.integers(0, 30), min_size=5, max_size=5), st.integers(0, 299))
+def test_declared_sensitivities_hold_on_neighbours(seed, y, replaced):
+    """With the signs aligned (what the random signs S make free), T = M3(W,W,W) and M2·W move by ≤ the bounds.
+
+    The declaration is the corpus's own exact values (the tightest one it meets); the replacement is
+    drawn by hypothesis or is adversarial (one-word documents, long and short). A proof, so the
+    tolerance is rounding only.
+    """
+    alpha0, k = 0.5, 2
+    C = two_topic_corpus(seed)
+    N = len(C)
+    M2, M3 = moments_of(C, alpha0, N)
+    d2, d3 = ld.m2_sensitivity(alpha0, N), ld.m3_sensitivity(alpha0, N)
+    bounds = met_bounds(M2, M3, k)
+    assume(bounds.sigma_k > d2)
+    d_t, d_z = ld.declared_sensitivities(bounds, d2, d3, k)
+    _, W = top_whitening(M2, k)
+    T = ld.whiten_tensor(M3, W)
+    worst = 0.0
+    for z in [np.asarray(y, dtype=float)] + adversarial_replacements(5, np.random.default_rng(seed)):
+        C2 = C.copy()
+        C2[replaced] = z
+        M2b, M3b = moments_of(C2, alpha0, N)
+        _, Wb = top_whitening(M2b, k)
+        Wb = Wb * np.sign(np.sum(W * Wb, axis=0))[None, :]          # the alignment s*
+        dT = np.linalg.norm(T - ld.whiten_tensor(M3b, Wb))
+        dZ = np.linalg.norm(M2 @ W - M2b @ Wb)
+        assert dT <= d_t * (1 + 1e-9) and dZ <= d_z * (1 + 1e-9)
+        worst = max(worst, dT / d_t)
+    assert worst > 0
+
+
+@settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2 ** 32 - 1), st.lists(st.integers(0, 30), min_size=5, max_size=5), st.integers(0, 299),
+       st.floats(0.5, 1.2), st.floats(0.5, 1.2))
+def test_bounds_margin_is_one_lipschitz(seed, y, replaced, s_slack, g_slack):
+    """The PTR statistic moves by ≤ 1 between neighbours, and is ≥ 0 exactly on corpora that meet the bounds."""
+    alpha0, k = 0.5, 2
+    C = two_topic_corpus(seed)
+    N = len(C)
+    M2, M3 = moments_of(C, alpha0, N)
+    d2, d3 = ld.m2_sensitivity(alpha0, N), ld.m3_sensitivity(alpha0, N)
+    bounds = met_bounds(M2, M3, k, (s_slack, g_slack, 1.05, 1.05))   # some met, some not, margins of a few docs
+    lam, _ = top_whitening(M2, k)
+    h = ld.bounds_margin(lam, np.linalg.norm(M3), bounds, d2, d3, k)
+    meets = (lam[k - 1] >= bounds.sigma_k and (lam[:k] - lam[1:k + 1]).min() >= bounds.gap
+             and lam[0] <= bounds.sigma_1 and np.linalg.norm(M3) <= bounds.m3_norm)
+    assert (h >= 0) == meets
+    for z in [np.asarray(y, dtype=float)] + adversarial_replacements(5, np.random.default_rng(seed)):
+        C2 = C.copy()
+        C2[replaced] = z
+        M2b, M3b = moments_of(C2, alpha0, N)
+        hb = ld.bounds_margin(top_whitening(M2b, k)[0], np.linalg.norm(M3b), bounds, d2, d3, k)
+        assert abs(h - hb) <= 1
+
+
+def test_ptr_threshold_bounds_false_pass():
+    """A corpus with margin ≤ −1 passes when Laplace(1/ε0) > threshold + 1: probability ½e^{−ε0(t+1)} < δ0."""
+    for eps0, delta0 in ((0.1, 5e-7), (1.0, 1e-3), (0.01, 1e-9)):
+        t = ld.ptr_threshold(eps0, delta0)
+        assert 0.5 * math.exp(-eps0 * (t + 1)) < delta0
+        assert 0.5 * math.exp(-eps0 * t) == pytest.approx(delta0, rel=1e-12)
+
+
+@pytest.fixture(scope="module")
+def big_bounds(big):
+    """A declaration the N = 10⁶ corpus meets with room: half its σ_k and gap, 1.5× its σ_1 and ‖M3‖_F."""
+    _, part = big
+    M2, M3 = ld.lda_moments(part, A0, part.n_used)
+    return met_bounds(M2, M3, K, (0.5, 0.5, 1.5, 1.5))
+
+
+def test_declared_config2_is_proven_and_accounted(big, big_bounds):
+    """Tight accounting: Laplace test + two Gaussians at δ − δ0 compose to ≤ ε; δ0 = δ/2 is reserved."""
+    _, part = big
+    eps = 1.0
+    r = ld.fit_dense(part, K, A0, "config2", epsilon=eps, delta=DELTA, declared_bounds=big_bounds)
+    assert r.guarantee == ld.PROVEN and r.ledger.private
+    assert [rel.mechanism for rel in r.ledger.releases] == ["laplace", "gaussian", "gaussian"]
+    test = r.ledger.releases[0]
+    assert test.sensitivity == 1.0 and test.noise_scale == pytest.approx(1 / (ld.PTR_EPSILON_SHARE * eps))
+    assert r.ledger.delta_reserved == pytest.approx(ld.PTR_DELTA_SHARE * DELTA)
+    spent = r.ledger.epsilon(DELTA)
+    assert eps * (1 - 1e-3) <= spent <= eps * (1 + 1e-9)          # PLD grid 1e-4·ε, brentq 1e-7 relative
+    d_t, d_z = ld.declared_sensitivities(big_bounds, ld.m2_sensitivity(A0, part.n_used),
+                                         ld.m3_sensitivity(A0, part.n_used), K)
+    assert [rel.sensitivity for rel in r.ledger.releases[1:]] == [pytest.approx(d_t), pytest.approx(d_z)]
+    text = " ".join(r.assumptions)
+    assert "declared bounds" in text and "private test" in text and "unchecked" not in text
+    again = PrivacyLedger.from_dict(r.ledger.to_dict())                # model.json round trip keeps δ0
+    assert again.delta_reserved == r.ledger.delta_reserved and again.epsilon(DELTA) == pytest.approx(spent)
+
+
+def test_declared_config2_paper_accounting_splits_the_test(big, big_bounds):
+    _, part = big
+    r = ld.fit_dense(part, K, A0, "config2", epsilon=2.0, delta=DELTA, declared_bounds=big_bounds,
+                     accounting="paper", rng=np.random.default_rng(0), reproducible=True)
+    assert r.stage_budgets[0] == ("declared-bounds test (PTR)", pytest.approx(0.2), pytest.approx(DELTA / 2))
+    assert sum(e for _, e, _ in r.stage_budgets) == pytest.approx(2.0)
+    assert sum(dl for _, _, dl in r.stage_budgets) == pytest.approx(DELTA)
+    assert r.guarantee == ld.NO_GUARANTEE                       # seeded: the arithmetic only
+
+
+@pytest.mark.parametrize("seed", [2, 3])
+def test_declared_config2_recovers_topics_at_huge_epsilon(big, reference, big_bounds, seed):
+    """Whatever the random signs S, the recovery (post-processing of T(WS), M2·WS) gives the topics back."""
+    c, part = big
+    r = ld.fit_dense(part, K, A0, "config2", epsilon=1e6, delta=DELTA, declared_bounds=big_bounds,
+                     accounting="paper", rng=np.random.default_rng(seed), reproducible=True)
+    assert matched_l1(r.topic_word, c.topic_word)[0] <= reference + UTILITY_TOL
+
+
+def test_declared_bounds_from_a_model_match_its_moments(big):
+    """from_model's population values (margin 1) equal the eigenvalues and ‖M3‖_F formed densely; the N = 10⁶
+    sample meets the margin-2 declaration (its moments are within sampling error, ~1/√N, of the population's)."""
+    c, part = big
+    mu, a = c.topic_word, c.alpha
+    a0 = a.sum()
+    M2 = sum(a[i] / (a0 * (a0 + 1)) * np.outer(mu[i], mu[i]) for i in range(K))
+    M3 = sum(2 * a[i] / (a0 * (a0 + 1) * (a0 + 2)) * np.einsum("i,j,k->ijk", mu[i], mu[i], mu[i]) for i in range(K))
+    exact = ld.DeclaredBounds.from_model(mu, a, margin=1.0)
+    lam = np.sort(np.linalg.eigvalsh(M2))[::-1]
+    assert exact.sigma_k == pytest.approx(lam[K - 1]) and exact.sigma_1 == pytest.approx(lam[0])
+    assert exact.gap == pytest.approx((lam[:K] - lam[1:K + 1]).min()) and exact.m3_norm == pytest.approx(
+        np.linalg.norm(M3))
+    S2, S3 = ld.lda_moments(part, A0, part.n_used)
+    d2, d3 = ld.m2_sensitivity(A0, part.n_used), ld.m3_sensitivity(A0, part.n_used)
+    assert ld.bounds_margin(top_whitening(S2, K)[0], np.linalg.norm(S3), ld.DeclaredBounds.from_model(mu, a),
+                            d2, d3, K) > 100
+
+
+def test_declared_bounds_the_corpus_violates_fail_the_test(big):
+    """Twice the corpus's σ_k: margin ≈ −σ_k/Δ2 (thousands of documents), so the test fails w.p. > 1 − 1e-300."""
+    _, part = big
+    M2, M3 = ld.lda_moments(part, A0, part.n_used)
+    bad = met_bounds(M2, M3, K, (2.0, 0.5, 1.5, 1.5))
+    with pytest.raises(ValueError, match="private test of the declared bounds failed"):
+        ld.fit_dense(part, K, A0, "config2", epsilon=1.0, delta=DELTA, declared_bounds=bad)
+
+
+def test_declared_bounds_validation(big_bounds):
+    b = ld.DeclaredBounds.parse("sigma_k=2e-3, gap=1e-4,sigma_1=0.05,m3_norm=0.01")
+    assert b == ld.DeclaredBounds(2e-3, 1e-4, 0.05, 0.01)
+    for text, match in (("sigma_k=1,gap=1,sigma_1=2", "missing m3_norm"), ("sigma_k=x,gap=1,sigma_1=2,m3_norm=1",
+                        "not a number"), ("sigma_k=1,gap=1,sigma_1=2,m3_norm=1,sigma_k=1", "each once"),
+                        ("sigma_k=0,gap=1,sigma_1=2,m3_norm=1", "sigma_k must be a finite number > 0"),
+                        ("sigma_k=3,gap=1,sigma_1=2,m3_norm=1", "sigma_1 = 2 is below")):
+        with pytest.raises(ValueError, match=match):
+            ld.DeclaredBounds.parse(text)
+    with pytest.raises(ValueError, match="must exceed the M2 sensitivity"):
+        ld.declared_sensitivities(ld.DeclaredBounds(1e-3, 1e-3, 1.0, 1.0), 2e-3, 1e-3, 3)
+
+
+def test_declared_bounds_only_for_config2(corpus, big_bounds):
+    _, part = corpus
+    for mech in ("config1", "config3", "config4"):
+        with pytest.raises(ValueError, match="config2 only"):
+            ld.fit_dense(part, K, A0, mech, epsilon=1.0, delta=DELTA, declared_bounds=big_bounds)

@@ -35,6 +35,18 @@ def test_json_round_trip_re_accounts_identically():
     assert json.loads(text)["epsilon_pld"] == pytest.approx(led.epsilon(1e-6))
 
 
+def test_reserved_delta_is_taken_off_before_accounting_and_kept_in_json():
+    # A propose-test-release check's failure probability δ0: the events are accounted at δ − δ0.
+    led = ledger()
+    led.reserve_delta(4e-7)
+    assert led.epsilon(1e-6) == pytest.approx(ledger().epsilon(6e-7))
+    assert led.epsilon(4e-7) == float("inf") and led.epsilon(3e-7) == float("inf")
+    back = PrivacyLedger.from_dict(json.loads(json.dumps(led.to_dict(1e-6))))
+    assert back.delta_reserved == 4e-7 and back.epsilon(1e-6) == pytest.approx(led.epsilon(1e-6))
+    with pytest.raises(BudgetExceededError):
+        led.check_budget(ledger().epsilon(1e-6), 1e-6)     # what fit at δ no longer fits at δ − δ0
+
+
 def test_budget_that_cannot_be_met_is_refused():
     led = ledger()
     spent = led.epsilon(1e-6)

@@ -57,6 +57,19 @@ def test_e_step_equals_per_document_reference(small):
     np.testing.assert_allclose(eb * got.sstats, sst, rtol=1e-10)
 
 
+def test_e_step_document_depends_on_its_own_words_only(small):
+    """Each document's γ is frozen at its own convergence, so at the default tol the blocks give the
+    per-document loop's γ to rounding, whatever else shares the block: the private releases
+    (tail, unmixing, EM) need a document's term to be a function of that document alone."""
+    eb = refine.exp_elog_beta_from_topics(small.topic_word)
+    ref = e_step_reference(small.counts, eb, small.alpha)
+    for block in (97, 4096):
+        got = refine.e_step(small.counts, eb, small.alpha, block=block, with_sstats=False)
+        np.testing.assert_allclose(got.gamma, ref, rtol=1e-12)
+    alone = refine.e_step(small.counts[5:6], eb, small.alpha, with_sstats=False)
+    np.testing.assert_allclose(alone.gamma[0], ref[5], rtol=1e-12)
+
+
 def test_elbo_never_decreases(small):
     """Batch VB with warm-started E-steps is coordinate ascent: the bound is non-decreasing."""
     m = distdp.fit_lda(small.counts, 4, alpha0=1.0, backend="local", workers=2, seed=1, progress=False,

@@ -43,6 +43,10 @@ def register(sub) -> None:
                    choices=["auto", "whitened", "power", "config1", "config1-paper", "config2", "config3",
                             "config4", "agn", "avn"],
                    help="auto: whitened (k ≤ 100) or power; config*/agn/avn: small vocabularies (papers)")
+    d.add_argument("--declared-bounds", metavar="sigma_k=…,gap=…,sigma_1=…,m3_norm=…",
+                   help="config2 only: public bounds on M2's top eigenvalues (k-th ≥ sigma_k, consecutive gaps "
+                        "≥ gap, largest ≤ sigma_1) and ‖M3‖_F ≤ m3_norm; a private test checks them and the fit "
+                        "is then proven private (else config2 is the paper's unchecked claim)")
     d.add_argument("--unmix", type=int,
                    help="one-hot unmixing passes on every word after the private spectral stage "
                         "(default 1 unless --refine is given, else 0)")
@@ -92,7 +96,8 @@ def run(args) -> int:
                     n_iters=args.iters, refine=args.refine, eta=args.eta, coherence=not args.no_coherence,
                     epsilon=args.epsilon, delta=args.delta, mechanism=args.mechanism,
                     refine_budget=args.refine_budget, length_cap=args.length_cap, reproducible=args.reproducible,
-                    public_corpus=args.public_corpus, working_vocab=args.working_vocab, unmix=args.unmix)
+                    public_corpus=args.public_corpus, working_vocab=args.working_vocab, unmix=args.unmix,
+                    declared_bounds=args.declared_bounds)
     print(model.format_top_words(), end="")
     t = model.info["timings_s"]
     used = model.info["corpus"].get("n_docs_used", model.info["corpus"].get("n_docs"))

@@ -40,6 +40,11 @@ Guarantees
   of T̂ and their gap γ_s) and hold only under conditions nobody checks
   privately, plus an eigenvector alignment an eigensolver does not provide
   (SPEC §5 (a), (b)): ``"paper claim, conditions unchecked"``.
+- ``config2`` with :class:`DeclaredBounds`: user-declared public bounds on
+  M̂2's spectrum and ‖M̂3‖_F, checked by a private test (propose-test-release,
+  :func:`bounds_margin`), sound sensitivities derived from them with the
+  cross terms the paper drops (:func:`declared_sensitivities`), and random
+  eigenvector signs in place of the alignment: ``"proven"``.
 - A seeded run (``reproducible=True``): ``"none (reproducible seed)"``.
 
 ``config1`` and ``agn`` are the same mechanism (Gaussian noise on the unique
@@ -69,7 +74,8 @@ __all__ = [
     "DenseMomentPartial", "DenseLDAResult", "check_dense_vocab", "dense_moment_partial", "lda_moments",
     "m2_sensitivity", "m3_sensitivity", "paper_delta2_delta3", "m3_l1_norm_bound",
     "whitened_tensor_sensitivity", "unwhitening_sensitivity", "eigengap", "component_sensitivity",
-    "output_sensitivities", "fit_dense", "fit_dense_non_private",
+    "output_sensitivities", "DeclaredBounds", "declared_sensitivities", "bounds_margin", "ptr_threshold",
+    "PTR_EPSILON_SHARE", "PTR_DELTA_SHARE", "fit_dense", "fit_dense_non_private",
 ]
 
 #: Mechanisms of :func:`fit_dense`.
@@ -464,6 +470,166 @@ def output_sensitivities(delta_comp: float, delta2: float, sigma_1: float, sigma
     return float(d_mu), float(2.0 * kappa * delta_comp / (lam[-1] - delta_comp) ** 3)
 
 
+# --------------------------------------------------------------------------- configuration 2 under declared bounds
+
+#: Share of ε spent on the private test of declared bounds (propose-test-release).
+PTR_EPSILON_SHARE = 0.1
+#: Share of δ reserved for the test's failure probability.
+PTR_DELTA_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class DeclaredBounds:
+    """Public bounds on the corpus's moments, declared by the user for configuration 2 with a guarantee.
+
+    The whitened-tensor release is private only where the corpus meets them;
+    :func:`fit_dense` checks that privately (:func:`bounds_margin`,
+    propose-test-release) before releasing anything that depends on them.
+
+    Attributes
+    ----------
+    sigma_k : float
+        ``λ_k(M̂2) ≥ sigma_k`` (the k-th largest eigenvalue).
+    gap : float
+        ``λ_i(M̂2) − λ_{i+1}(M̂2) ≥ gap`` for every ``i = 1..k``: each of the
+        top-k eigenvectors is determined up to sign.
+    sigma_1 : float
+        ``λ_1(M̂2) ≤ sigma_1``.
+    m3_norm : float
+        ``‖M̂3‖_F ≤ m3_norm``.
+    """
+
+    sigma_k: float
+    gap: float
+    sigma_1: float
+    m3_norm: float
+
+    def __post_init__(self):
+        for name in ("sigma_k", "gap", "sigma_1", "m3_norm"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)) or not (
+                    math.isfinite(v) and v > 0):
+                raise ValueError(f"declared bound {name} must be a finite number > 0, got {v!r}")
+        if self.sigma_1 < self.sigma_k:
+            raise ValueError(f"declared bounds: sigma_1 = {self.sigma_1:g} is below sigma_k = {self.sigma_k:g}")
+
+    @classmethod
+    def from_model(cls, topic_word: np.ndarray, alpha: np.ndarray, margin: float = 2.0) -> "DeclaredBounds":
+        """Bounds from a public model (e.g. fitted on a public corpus), loosened by ``margin``.
+
+        The model's population moments ``M2 = Σ_i c2_i μ_i μ_iᵀ``,
+        ``M3 = Σ_i c3_i μ_i^{⊗3}`` (``c2_i = α_i/(α0(α0+1))``,
+        ``c3_i = 2α_i/(α0(α0+1)(α0+2))``, α0 = Σα; the single-topic model's
+        weights when α0 = 0 is meant: pass ``alpha`` summing to 1 and read
+        the LDA form as an approximation) give ``σ_k/margin``, ``gap/margin``
+        (with ``λ_{k+1} = 0``), ``σ_1·margin`` and ``‖M3‖_F·margin``. The
+        declaration is public; whether the private corpus meets it is what
+        the private test checks.
+        """
+        mu = np.asarray(topic_word, dtype=np.float64)
+        a = np.asarray(alpha, dtype=np.float64)
+        if mu.ndim != 2 or a.shape != (mu.shape[0],) or not np.all(a > 0) or not float(margin) >= 1.0:
+            raise ValueError("from_model needs topic_word (k×d), alpha (k,) > 0 and margin ≥ 1")
+        a0 = a.sum()
+        c2, c3 = a / (a0 * (a0 + 1.0)), 2.0 * a / (a0 * (a0 + 1.0) * (a0 + 2.0))
+        G = mu @ mu.T                                              # μ_iᵀμ_j
+        lam = np.sort(np.linalg.eigvalsh(np.sqrt(c2)[:, None] * G * np.sqrt(c2)[None, :]))[::-1]
+        lam = np.append(lam, 0.0)
+        m3 = math.sqrt(max(float(c3 @ (G ** 3) @ c3), 0.0))
+        return cls(float(lam[-2] / margin), float((lam[:-1] - lam[1:]).min() / margin), float(lam[0] * margin),
+                   float(m3 * margin))
+
+    @classmethod
+    def parse(cls, text: str) -> "DeclaredBounds":
+        """From ``"sigma_k=2e-3,gap=1e-4,sigma_1=0.05,m3_norm=0.01"`` (the CLI's ``--declared-bounds``)."""
+        fields = {}
+        for part in str(text).split(","):
+            name, sep, value = part.partition("=")
+            name = name.strip()
+            if not sep or name not in ("sigma_k", "gap", "sigma_1", "m3_norm") or name in fields:
+                raise ValueError(f"declared bounds must be sigma_k=…,gap=…,sigma_1=…,m3_norm=… (each once), "
+                                 f"got {text!r}")
+            try:
+                fields[name] = float(value)
+            except ValueError:
+                raise ValueError(f"declared bound {name}: {value.strip()!r} is not a number") from None
+        missing = {"sigma_k", "gap", "sigma_1", "m3_norm"} - set(fields)
+        if missing:
+            raise ValueError(f"declared bounds: missing {', '.join(sorted(missing))} in {text!r}")
+        return cls(**fields)
+
+
+def declared_sensitivities(bounds: DeclaredBounds, delta2: float, delta3: float, k: int) -> tuple[float, float]:
+    """Sound sensitivities ``(ΔT, ΔZ)`` of ``T = M̂3(W,W,W)`` and ``Z = M̂2 W`` where ``bounds`` hold.
+
+    ``W = U Λ^{-1/2}`` from the top-k eigenpairs of M̂2, with the signs of
+    the neighbour's eigenvectors aligned to ours (:func:`fit_dense` draws the
+    signs at random, which makes the alignment free: see there). For a
+    corpus meeting ``bounds`` (``s = sigma_k``, ``g = gap``, ``L = sigma_1``,
+    ``F = m3_norm``) and a neighbour (``‖ΔM2‖_op ≤ ‖ΔM2‖_F ≤ Δ2``,
+    ``‖ΔM3‖_F ≤ Δ3``):
+
+    * Weyl: ``|λ_i − λ_i′| ≤ Δ2``, so ``λ_k′ ≥ s − Δ2`` and
+      ``‖W′‖ ≤ r = (s − Δ2)^{-1/2}``, ``‖W‖ ≤ s^{-1/2}``;
+    * Davis–Kahan (Yu, Wang & Samworth 2015, Cor. 1): each top-k
+      eigenvector has both neighbouring gaps ≥ g, so with aligned signs
+      ``‖u_i − u_i′‖ ≤ e = 2√2 Δ2/g``;
+    * columns of W: ``‖w_i − w_i′‖ ≤ e s^{-1/2} + Δ2 r³/2 = ω`` (mean value
+      theorem on ``x^{-1/2}``), so ``‖W − W′‖_F ≤ √k ω``;
+    * ``T − T′ = ΔM3(W′,W′,W′) + M̂3(W−W′, W, W) + M̂3(W′, W−W′, W) + M̂3(W′, W′, W−W′)``
+      (exact multilinear expansion; ``‖A(X,Y,Z)‖_F ≤ ‖A‖_F‖X‖‖Y‖‖Z‖``):
+      ``ΔT = Δ3 r³ + F √k ω (1/s + r/√s + r²)``;
+    * ``Z = U Λ^{1/2}``: ``‖z_i − z_i′‖ ≤ √L e + Δ2 r/2``, so
+      ``ΔZ = √k (√L e + Δ2 r/2)``.
+
+    Both bound the unique entries too (a sub-vector of the symmetric
+    tensor's entries). Unlike the paper's Thm G.6 these keep the
+    first-order cross terms, which dominate.
+
+    Raises
+    ------
+    ValueError
+        If ``sigma_k ≤ Δ2`` (a neighbour's M̂2 could have ``λ_k ≤ 0``).
+    """
+    s, g, L, F = bounds.sigma_k, bounds.gap, bounds.sigma_1, bounds.m3_norm
+    if not s > delta2:
+        raise ValueError(f"declared sigma_k = {s:.4g} must exceed the M2 sensitivity Δ2 = {delta2:.4g}: "
+                         "too few documents for a whitening whose neighbour stays positive definite")
+    r = 1.0 / math.sqrt(s - delta2)
+    e = 2.0 * _SQRT2 * delta2 / g
+    omega = e / math.sqrt(s) + 0.5 * delta2 * r ** 3
+    d_t = delta3 * r ** 3 + F * math.sqrt(k) * omega * (1.0 / s + r / math.sqrt(s) + r * r)
+    d_z = math.sqrt(k) * (math.sqrt(L) * e + 0.5 * delta2 * r)
+    return float(d_t), float(d_z)
+
+
+def bounds_margin(eigenvalues: np.ndarray, m3_frobenius: float, bounds: DeclaredBounds, delta2: float,
+                  delta3: float, k: int) -> int:
+    """Documents to replace before the corpus can violate ``bounds``: a lower bound, 1-Lipschitz.
+
+    ``min(⌊(λ_k − s)/Δ2⌋, ⌊(min_{i≤k}(λ_i − λ_{i+1}) − g)/(2Δ2)⌋, ⌊(L − λ_1)/Δ2⌋, ⌊(F − ‖M̂3‖_F)/Δ3⌋)``
+    over the descending ``eigenvalues`` of M̂2: replacing a document moves
+    each eigenvalue by ≤ Δ2 (Weyl), each gap by ≤ 2Δ2 and ``‖M̂3‖_F`` by ≤ Δ3,
+    so each term, and their minimum, changes by at most 1 between neighbours
+    (the sensitivity of the propose-test-release test), and a corpus with a
+    margin ≥ 0 meets every bound.
+    """
+    lam = np.asarray(eigenvalues, dtype=np.float64)
+    gaps = lam[:k] - lam[1:k + 1]
+    terms = ((lam[k - 1] - bounds.sigma_k) / delta2, (gaps.min() - bounds.gap) / (2.0 * delta2),
+             (bounds.sigma_1 - lam[0]) / delta2, (bounds.m3_norm - float(m3_frobenius)) / delta3)
+    return int(math.floor(min(terms)))
+
+
+def ptr_threshold(epsilon0: float, delta0: float) -> float:
+    """Pass the test when ``margin + Laplace(1/ε0)`` exceeds ``ln(1/(2δ0))/ε0``.
+
+    A corpus that violates the bounds has margin ≤ −1, so it passes with
+    probability ``½ exp(−ε0 (threshold + 1)) < δ0`` (Dwork & Lei 2009).
+    """
+    return math.log(1.0 / (2.0 * delta0)) / epsilon0
+
+
 # --------------------------------------------------------------------------- budget
 
 @dataclass(frozen=True)
@@ -484,9 +650,13 @@ class _Plan:
     split: tuple
 
 
-def _calibrate_against_pure(epsilon: float, delta: float, eps_pure: float) -> float:
-    """Smallest Gaussian multiplier m with PLD ε(Gaussian(m) ∘ pure(eps_pure)) ≤ epsilon at delta."""
-    pure = acct.pure_dp_event(eps_pure)
+def _calibrate_against_pure(epsilon: float, delta: float, eps_pure: float, pure=None) -> float:
+    """Smallest Gaussian multiplier m with PLD ε(Gaussian(m) ∘ pure) ≤ epsilon at delta.
+
+    ``pure`` is an ``eps_pure``-DP event (default the generic one of
+    :func:`~distdp.privacy.accounting.pure_dp_event`).
+    """
+    pure = acct.pure_dp_event(eps_pure) if pure is None else pure
 
     def gap(m):
         return acct.epsilon_pld(acct.compose(acct.gaussian_event(m), pure), delta) - epsilon
@@ -503,7 +673,7 @@ def _calibrate_against_pure(epsilon: float, delta: float, eps_pure: float) -> fl
     return m
 
 
-def _plan(stages: list[_Stage], epsilon: float, delta: float, accounting: str) -> _Plan:
+def _plan(stages: list[_Stage], epsilon: float, delta: float, accounting: str, test: tuple | None = None) -> _Plan:
     """Split (ε, δ) over the stages.
 
     ``paper``: ε equally over the stages, δ equally over the Gaussian stages
@@ -513,10 +683,24 @@ def _plan(stages: list[_Stage], epsilon: float, delta: float, accounting: str) -
     stages share one PLD-calibrated Gaussian budget equally (``1/m² = Σ
     count_i/m_i²``); a pure stage keeps ε/2 and the Gaussians are calibrated
     by PLD against it.
+
+    ``test = (name, ε0, δ0, event)``: a propose-test-release check first
+    (:func:`ptr_threshold`). Paper accounting gives it (ε0, δ0) and splits
+    the rest; tight accounting calibrates the Gaussians by PLD against its
+    ``event`` at ``δ − δ0`` (δ0 is reserved in the ledger).
     """
     gauss = [s for s in stages if s.kind == "gaussian"]
     pure = [s for s in stages if s.kind == "pure"]
     mult, peps, split = {}, {}, []
+    if test is not None:
+        if pure:
+            raise ValueError("a tested stage cannot be combined with a pure-ε stage")  # pragma: no cover
+        name, eps0, delta0, event = test
+        if accounting == "paper":
+            plan = _plan(stages, epsilon - eps0, delta - delta0, accounting)
+            return _Plan(plan.multiplier, {}, ((name, eps0, delta0),) + plan.split)
+        m = _calibrate_against_pure(epsilon, delta - delta0, eps0, event)
+        return _Plan({s.name: m * math.sqrt(len(gauss) * s.count) for s in gauss}, {}, ())
     if accounting == "paper":
         for s in stages:
             e_i = epsilon / len(stages)
@@ -762,6 +946,59 @@ def _config2(ctx: _Ctx, plan, stages, ledger, dname) -> _Fit:
                             [f"ΔT̂ = {dT:.4g}, Δ(M2W) = {dZ:.4g} (plug-in, private)"], _paper_assumptions(dname))
 
 
+def _config2_declared(ctx: _Ctx, plan, stages, ledger, bounds: DeclaredBounds, test: tuple) -> _Fit:
+    """Configuration 2 with a guarantee: a private test of ``bounds``, then noise from :func:`declared_sensitivities`.
+
+    Propose-test-release (Dwork & Lei 2009): the margin of
+    :func:`bounds_margin` (sensitivity 1) is released with Laplace noise of
+    scale 1/ε0; below :func:`ptr_threshold` the fit stops with an error and
+    nothing else is released. Otherwise ``T = M̂3(WS,WS,WS)`` and
+    ``Z = M̂2 WS`` are released with Gaussian noise for the sensitivities of
+    :func:`declared_sensitivities`, where ``S`` is a uniformly random sign
+    per column. The random signs are what make the aligned-sign bounds
+    sound: a neighbour's eigensolver may return any signs, but the release
+    is the uniform mixture over S of Gaussians whose components pair up
+    (``S`` with ``S·s*``, ``s*`` the alignment) at distance within the
+    bounds, and the hockey-stick divergence is jointly convex, so the
+    mixture is at least as private as each pair. Corpora that violate the
+    bounds pass the test with probability < δ0 (reserved in the ledger).
+    """
+    name, eps0, delta0, _ = test
+    lam = np.sort(np.linalg.eigvalsh(0.5 * (ctx.M2 + ctx.M2.T)))[::-1]
+    margin = bounds_margin(lam, float(np.linalg.norm(ctx.M3)), bounds, ctx.delta2, ctx.delta3, ctx.k)
+    threshold = ptr_threshold(eps0, delta0)
+    noisy_margin = margin + float(mechanisms.laplace_noise((), 1.0 / eps0, ctx.gen))
+    ledger.record(Release(name, "laplace", 1.0, 1.0 / eps0, 1, acct.laplace_event(1.0 / eps0), NEIGHBOUR,
+                          f"propose-test-release: documents to replace before the corpus violates the declared "
+                          f"bounds (sensitivity 1) + Laplace(1/ε0); passes above ln(1/(2δ0))/ε0 = {threshold:.4g}; "
+                          f"δ0 = {delta0:.3g} reserved"))
+    ledger.reserve_delta(delta0)
+    if not noisy_margin > threshold:
+        raise ValueError(f"config2: the private test of the declared bounds failed (noisy margin "
+                         f"{noisy_margin:.3g} ≤ {threshold:.3g} documents): this corpus does not meet "
+                         f"{bounds} with a margin of ~{threshold:.0f} documents; declare looser bounds "
+                         "(a smaller sigma_k, gap; a larger sigma_1, m3_norm) or use config1")
+    d_t, d_z = declared_sensitivities(bounds, ctx.delta2, ctx.delta3, ctx.k)
+    wh, _ = _spectrum(ctx.M2, ctx.k)
+    W = wh.W * ctx.gen.choice([-1.0, 1.0], size=ctx.k)[None, :]
+    sigma, rel = _gaussian_release(plan, stages[0], d_t, f"Gaussian noise on the {mechanisms.n_unique_entries(ctx.k)} "
+                                                         "unique entries of T̂ = M3(WS,WS,WS), S random signs; ΔT "
+                                                         "from the declared bounds (declared_sensitivities)")
+    ledger.record(rel)
+    Tn = whiten_tensor(ctx.M3, W) + mechanisms.symmetric_tensor_noise(ctx.k, sigma, ctx.gen, "gaussian")
+    sigma, rel = _gaussian_release(plan, stages[1], d_z, "Gaussian noise on M2·WS (the un-whitening aligned with "
+                                                         "WS); ΔZ from the declared bounds")
+    ledger.record(rel)
+    Z = ctx.M2 @ W + mechanisms.gaussian_noise(W.shape, sigma, ctx.gen)
+    res = _decompose(Tn, ctx.k, ctx.gen, ctx.n_restarts, ctx.n_iters)
+    return _finish_recovery(res.eigenvalues, res.eigenvectors, Z, ctx.alpha0,
+                            [f"ΔT = {d_t:.4g}, Δ(M2W) = {d_z:.4g} from the declared bounds (public)"],
+                            [f"declared bounds {bounds}, checked by a private test (propose-test-release, "
+                             f"ε0 = {eps0:.3g}, δ0 = {delta0:.3g})",
+                             "the neighbour's eigenvector signs are aligned by the random signs S (a mixture "
+                             "argument), not assumed"])
+
+
 def _exact_decomposition(ctx: _Ctx):
     wh, T, dT, dZ, s1, sk = _whitened_setup(ctx)
     res = _decompose(T, ctx.k, ctx.gen, ctx.n_restarts, ctx.n_iters)
@@ -885,7 +1122,7 @@ def fit_dense_non_private(partial_or_counts, k: int, alpha0: float, *, rng: np.r
 def fit_dense(partial_or_counts, k: int, alpha0: float, mechanism: str, *, epsilon: float, delta: float,
               rng: np.random.Generator | None = None, reproducible: bool = False, accounting: str = "tight",
               n_restarts: int | None = None, n_iters: int | None = None, n_docs: int | None = None,
-              sensitivity: str = "derived") -> DenseLDAResult:
+              sensitivity: str = "derived", declared_bounds: DeclaredBounds | None = None) -> DenseLDAResult:
     """Differentially private spectral LDA on dense moments.
 
     Parameters
@@ -910,7 +1147,8 @@ def fit_dense(partial_or_counts, k: int, alpha0: float, mechanism: str, *, epsil
           (:func:`output_sensitivities`).
         - ``"agn"``, ``"avn"``: Imtiaz & Sarwate with the LDA sensitivities.
 
-        Configurations 2–4 are labelled :data:`PAPER_CLAIM`.
+        Configurations 2–4 are labelled :data:`PAPER_CLAIM`, except
+        configuration 2 with ``declared_bounds``.
     epsilon : float, > 0
     delta : float, in (0, 1)
     rng : numpy.random.Generator, optional
@@ -934,6 +1172,15 @@ def fit_dense(partial_or_counts, k: int, alpha0: float, mechanism: str, *, epsil
         Δ2, Δ3 from :func:`m2_sensitivity`/:func:`m3_sensitivity` or the
         paper's ℓ1 bounds (:func:`paper_delta2_delta3`, b part doubled); both
         are sound upper bounds for M2, M3.
+    declared_bounds : DeclaredBounds, optional
+        ``config2`` only: public bounds on M̂2's spectrum and ‖M̂3‖_F. A private
+        test (:data:`PTR_EPSILON_SHARE` of ε, :data:`PTR_DELTA_SHARE` of δ)
+        checks that the corpus meets them; the releases then use the sound
+        :func:`declared_sensitivities` instead of the paper's plug-ins and
+        the fit is :data:`PROVEN` (:func:`_config2_declared`). A corpus that
+        fails the test raises ValueError. Configurations 3 and 4 take none:
+        they release the eigenpairs returned by a randomized power method,
+        which no perturbation bound covers (restarts, non-odeco T̂).
 
     Returns
     -------
@@ -969,8 +1216,19 @@ def fit_dense(partial_or_counts, k: int, alpha0: float, mechanism: str, *, epsil
         dname = "the paper's ℓ1 bound (App. G)"
     ctx = _Ctx(M2, M3, k, alpha0, N, d2, d3, gen, n_restarts, n_iters)
     stages = _stages(mechanism, k)
-    plan = _plan(stages, epsilon, delta, accounting)
     ledger = PrivacyLedger(private=not reproducible)
+    if declared_bounds is not None:
+        if mechanism != "config2":
+            raise ValueError(f"declared_bounds apply to config2 only, not {mechanism!r}: configurations 3 and 4 "
+                             "release a randomized power method's eigenpairs, which no perturbation bound covers")
+        if not isinstance(declared_bounds, DeclaredBounds):
+            raise ValueError(f"declared_bounds must be a DeclaredBounds, got {type(declared_bounds).__name__}")
+        eps0, delta0 = PTR_EPSILON_SHARE * epsilon, PTR_DELTA_SHARE * delta
+        test = ("declared-bounds test (PTR)", eps0, delta0, acct.laplace_event(1.0 / eps0))
+        plan = _plan(stages, epsilon, delta, accounting, test)
+        fit = _config2_declared(ctx, plan, stages, ledger, declared_bounds, test)
+        return _result(mechanism, fit, ledger, plan, epsilon, delta, accounting, reproducible, d2, d3, N, True)
+    plan = _plan(stages, epsilon, delta, accounting)
     if mechanism in ("config1", "config1-paper", "agn", "avn"):
         fit = _moment_noise(ctx, plan, stages, ledger, mechanism == "config1-paper")
     else:
@@ -979,15 +1237,16 @@ def fit_dense(partial_or_counts, k: int, alpha0: float, mechanism: str, *, epsil
     return _result(mechanism, fit, ledger, plan, epsilon, delta, accounting, reproducible, d2, d3, N)
 
 
-def _result(mechanism, fit: _Fit, ledger, plan, epsilon, delta, accounting, reproducible, d2, d3, N):
-    """Budget check, guarantee label and the result record."""
+def _result(mechanism, fit: _Fit, ledger, plan, epsilon, delta, accounting, reproducible, d2, d3, N,
+            tested: bool = False):
+    """Budget check, guarantee label and the result record (``tested``: config2 under declared bounds)."""
     if accounting == "tight":
         spent = ledger.check_budget(epsilon, delta, "pld")
     else:
         spent = sum(e for _, e, _ in plan.split)
         if spent > epsilon * (1 + 1e-9) or sum(dl for _, _, dl in plan.split) > delta * (1 + 1e-9):
             raise AssertionError("paper split exceeds the budget")  # pragma: no cover - by construction
-    proven = mechanism in ("config1", "config1-paper", "agn", "avn")
+    proven = tested or mechanism in ("config1", "config1-paper", "agn", "avn")
     guarantee = NO_GUARANTEE if reproducible else (PROVEN if proven else PAPER_CLAIM)
     assumptions = [_PUBLIC_N] + fit.assumptions
     notes = [f"Δ2 = {d2:.6g}, Δ3 = {d3:.6g} (Frobenius / unique-entry ℓ2, replace one of N = {N} documents)"]

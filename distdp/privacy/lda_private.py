@@ -310,13 +310,11 @@ def assemble_tensor_apply(e3u: np.ndarray, U: np.ndarray, e2w: np.ndarray, m: np
 
 
 def em_sensitivity(norm_cap: float) -> float:
-    """ℓ2 sensitivity of the EM statistics ``Σ_n w_n (x_n ∘ φ_n)`` (k×d), ``w_n = min(1, C/‖x_n ∘ φ_n‖_F)``.
+    """ℓ2 sensitivity of the EM statistics ``Σ_n w_n (x_n ∘ φ_n)`` (k×d), ``w_n = C/‖x_n ∘ φ_n‖_F``.
 
-    Each document's term is clipped to Frobenius norm ≤ ``C``
-    (:func:`distdp.refine.contribution_scale`); the terms are nonnegative,
-    so two documents' differ by ≤ ``√2·C``. As ``Σ_i φ_wi = 1``,
-    ``‖x ∘ φ‖_F ≤ ‖x‖₂`` (equal when every word sits in one topic): a cap
-    read off the ``‖x‖₂`` histogram clips at most the documents above it.
+    Each document's term is scaled to Frobenius norm ``C``
+    (:func:`distdp.refine.contribution_scale`; 0 for an empty document);
+    the terms are nonnegative, so two documents' differ by ≤ ``√2·C``.
     """
     return math.sqrt(2.0) * float(norm_cap)
 

@@ -114,10 +114,16 @@ class PrivacyLedger:
     private : bool
         False when the noise came from a user-seeded generator (reproducible
         experiments): the arithmetic is reported but no guarantee is claimed.
+    delta_reserved : float
+        δ spent outside the events, added to their total: the failure
+        probability of a propose-test-release check (a release made although
+        the data did not meet the tested condition). The events are accounted
+        at ``δ − delta_reserved``.
     """
 
     releases: list = field(default_factory=list)
     private: bool = True
+    delta_reserved: float = 0.0
 
     def record(self, release: Release) -> Release:
         """Append ``release`` (its event is checked to be accountable now, not at the end)."""
@@ -129,9 +135,17 @@ class PrivacyLedger:
         """The adaptive composition of every recorded release."""
         return accounting.compose(*(r.dp_event for r in self.releases))
 
+    def reserve_delta(self, delta: float) -> None:
+        """Add ``delta`` to :attr:`delta_reserved` (a propose-test-release check's failure probability)."""
+        self.delta_reserved += mechanisms.check_delta(delta)
+
     def epsilon(self, delta: float, accountant: str = "pld") -> float:
-        """Total ε at ``delta`` (``accountant`` = ``"pld"`` or ``"rdp"``)."""
-        return accounting.epsilon(self.event(), delta, accountant)
+        """Total ε at ``delta`` (``accountant`` = ``"pld"`` or ``"rdp"``): the events' ε at ``δ − delta_reserved``.
+
+        ``inf`` when ``delta`` does not exceed :attr:`delta_reserved`.
+        """
+        rest = mechanisms.check_delta(delta) - self.delta_reserved
+        return accounting.epsilon(self.event(), rest, accountant) if rest > 0 else float("inf")
 
     def total(self, delta: float, accountant: str = "pld") -> tuple[float, float]:
         """The (ε, δ) this ledger certifies at ``delta``."""
@@ -148,6 +162,8 @@ class PrivacyLedger:
     def to_dict(self, delta: float | None = None) -> dict:
         """JSON-ready dict; with ``delta``, also the PLD and RDP totals at it."""
         out = {"private": self.private, "releases": [r.to_dict() for r in self.releases]}
+        if self.delta_reserved:
+            out["delta_reserved"] = self.delta_reserved
         if delta is not None and self.releases:
             out["delta"] = delta
             out["epsilon_pld"] = self.epsilon(delta, "pld")
@@ -161,4 +177,5 @@ class PrivacyLedger:
     @classmethod
     def from_dict(cls, d: dict) -> "PrivacyLedger":
         """Rebuild a ledger from :meth:`to_dict` output (for re-accounting)."""
-        return cls([Release.from_dict(r) for r in d["releases"]], bool(d.get("private", True)))
+        return cls([Release.from_dict(r) for r in d["releases"]], bool(d.get("private", True)),
+                   float(d.get("delta_reserved", 0.0)))
