@@ -185,13 +185,13 @@ def _private_whitening(backend, d, k, p, coef, n_hat, m1, m1_var, c2, config, no
         raise ValueError(f"the privacy budget cannot be met: the noisy second moment does not support k={k} "
                          f"topics ({err}). Use a larger epsilon, more documents, a smaller k or (with EM "
                          f"refinement) a smaller refine_budget.") from None
-    # ≈ the top eigenvalue of pure noise: 2σ√d for a symmetric Gaussian matrix, σ(√d+√p) for a d×p block.
-    noise_level = 2.0 * noise.plan["m2_whitening"].multiplier * sens / n_hat * (math.sqrt(d) + math.sqrt(p))
+    noise_level = lda_private.whitening_noise_level(noise.plan["m2_whitening"].multiplier * sens / n_hat, d, p,
+                                                    coef.a2 * m1_var)
     if wh.eigenvalues[-1] <= noise_level:
         raise ValueError(
             f"the privacy budget cannot be met: the k-th eigenvalue of the noisy second moment, "
             f"{wh.eigenvalues[-1]:.3g}, is below the spectral norm of its noise, ≈ {noise_level:.3g} "
-            f"(2σ(√d + √p), public), so the top-{k} subspace would be noise. Use a larger epsilon, more "
+            f"(2σ(√d + √p) + a2·v, public), so the top-{k} subspace would be noise. Use a larger epsilon, more "
             f"documents, a smaller (working) vocabulary, a smaller k or (with EM refinement) a smaller "
             f"refine_budget.")
     V = vecs[:, np.argsort(vals)[::-1][:k]]

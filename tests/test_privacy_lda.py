@@ -415,6 +415,29 @@ def test_refinement_defaults():
     assert pf.resolve_refinement(500, 10).tail is False  # 100·k ≥ d: the spectral stage sees every word
 
 
+def test_whitening_noise_level_counts_the_m1_identity_shift(monkeypatch):
+    # 2σ(√d + √p) + a2·v; a spectrum that is only the shift a2·v (M̂2 ≈ −a2(M̂1M̂1ᵀ − vI) with E2 ≈ 0) is below it.
+    assert lda_private.whitening_noise_level(0.5, 16, 9, 0.25) == pytest.approx(2 * 0.5 * (4 + 3) + 0.25)
+    # Regression: when the noisy histogram's quantile lands on a spurious bin at the grid's bottom, C2 ≈ 1e-7
+    # clips every m2_n to ≈ 0 and the whitening sees only the shift (10 equal eigenvalues; a 395-document
+    # corpus at ε = 2 returned topics of NPMI −0.71 from it). Forcing that C2 must give the budget error.
+    from distdp import private_pipeline as pp
+    from distdp.pipeline import LocalBackend, SpectralParams
+
+    real = pp._release_counts
+
+    def tiny_c2(*args):
+        n_hat, tokens_hat, c1, _ = real(*args)
+        return n_hat, tokens_hat, c1, 1e-7
+
+    monkeypatch.setattr(pp, "_release_counts", tiny_c2)
+    c = sample_corpus(400, 300, 5, np.random.default_rng(2), alpha0=1.0, doc_length=100)
+    cfg = lda_private.PrivateSpectralConfig(2.0, 1e-6)
+    with pytest.raises(ValueError, match="budget cannot be met"):
+        pp.fit_spectral_private(LocalBackend([Shard(c.counts)]), 300, SpectralParams(k=5, alpha0=1.0), cfg,
+                                np.random.default_rng(0), plan=lda_private.plan_noise(cfg))
+
+
 def test_noise_is_gaussian_with_the_recorded_scale():
     plan = lda_private.plan_noise(lda_private.PrivateSpectralConfig(1.0, 1e-6))
     ledger = PrivacyLedger()
