@@ -51,8 +51,8 @@ SHARES = (1.0, 0.6, 0.4)
 THRESHOLDS = (0.0, 2.0, 3.0)
 
 
-def oracle_statistics(counts: sp.csr_matrix, topic_word: np.ndarray, alpha: np.ndarray, norm_cap: float):
-    """``Σ_n w_n x_n ∘ φ_n`` (k×d) of one E-step from the true topics, with private EM's weights."""
+def em_statistics(counts: sp.csr_matrix, topic_word: np.ndarray, alpha: np.ndarray, norm_cap: float):
+    """``Σ_n w_n x_n ∘ φ_n`` (k×d) of one E-step from ``topic_word``, with private EM's weights."""
     tokens = float(counts.sum())
     lam = refine.init_lambda(topic_word, alpha, tokens, ETA)
     elog = refine.dirichlet_expectation(lam)
@@ -66,7 +66,7 @@ def main() -> None:
     counts = c.counts.tocsr()
     norm_cap = float(np.quantile(lda_private.count_norms(counts), 0.9))
     t0 = time.perf_counter()
-    stats = oracle_statistics(counts, c.topic_word, c.alpha, norm_cap)
+    stats = em_statistics(counts, c.topic_word, c.alpha, norm_cap)
     seconds = time.perf_counter() - t0
     sens = lda_private.em_sensitivity(norm_cap)
     m = accounting.calibrate_gaussian_multiplier(EPSILON, DELTA, 1)
@@ -95,7 +95,7 @@ def main() -> None:
                                               c.topic_word)[0]})
             print(rows[-1], flush=True)
     start, _ = default_fit(be, D, K, "whitened+unmix", EPSILON, "tight", 10)   # the utility benchmark's fit
-    stats = oracle_statistics(counts, start, c.alpha, norm_cap)
+    stats = em_statistics(counts, start, c.alpha, norm_cap)
     rows.append({"release": "em-from-default", "multiplier": None, "threshold": None,
                  "start_l1": lda.matched_l1(start, c.topic_word)[0],
                  "l1": lda.matched_l1(stats / stats.sum(1, keepdims=True), c.topic_word)[0],

@@ -53,6 +53,7 @@ paper's edges (e3, e4, e8) and Imtiaz & Sarwate's AGN.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -67,7 +68,7 @@ from distdp.privacy import mechanisms
 from distdp.privacy.ledger import PrivacyLedger, Release
 from distdp.privacy.moments_dp import MAX_DENSE_M3_ENTRIES, whiten_tensor
 from distdp.tensor import power
-from distdp.whitening import Whitening, dense_top_eigh
+from distdp.whitening import Whitening, dense_top_eigh, top_k_from_symmetric
 
 __all__ = [
     "MECHANISMS", "ACCOUNTING", "NEIGHBOUR", "PROVEN", "PAPER_CLAIM", "NO_GUARANTEE",
@@ -505,7 +506,7 @@ class DeclaredBounds:
     m3_norm: float
 
     def __post_init__(self):
-        for name in ("sigma_k", "gap", "sigma_1", "m3_norm"):
+        for name in _BOUND_NAMES:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)) or not (
                     math.isfinite(v) and v > 0):
@@ -546,17 +547,21 @@ class DeclaredBounds:
         for part in str(text).split(","):
             name, sep, value = part.partition("=")
             name = name.strip()
-            if not sep or name not in ("sigma_k", "gap", "sigma_1", "m3_norm") or name in fields:
+            if not sep or name not in _BOUND_NAMES or name in fields:
                 raise ValueError(f"declared bounds must be sigma_k=…,gap=…,sigma_1=…,m3_norm=… (each once), "
                                  f"got {text!r}")
             try:
                 fields[name] = float(value)
             except ValueError:
                 raise ValueError(f"declared bound {name}: {value.strip()!r} is not a number") from None
-        missing = {"sigma_k", "gap", "sigma_1", "m3_norm"} - set(fields)
+        missing = set(_BOUND_NAMES) - set(fields)
         if missing:
             raise ValueError(f"declared bounds: missing {', '.join(sorted(missing))} in {text!r}")
         return cls(**fields)
+
+
+#: The declared bounds' names, in the order of their fields (and of the CLI text).
+_BOUND_NAMES = tuple(f.name for f in dataclasses.fields(DeclaredBounds))
 
 
 def declared_sensitivities(bounds: DeclaredBounds, delta2: float, delta3: float, k: int) -> tuple[float, float]:
@@ -964,8 +969,8 @@ def _config2_declared(ctx: _Ctx, plan, stages, ledger, bounds: DeclaredBounds, t
     bounds pass the test with probability < δ0 (reserved in the ledger).
     """
     name, eps0, delta0, _ = test
-    lam = np.sort(np.linalg.eigvalsh(0.5 * (ctx.M2 + ctx.M2.T)))[::-1]
-    margin = bounds_margin(lam, float(np.linalg.norm(ctx.M3)), bounds, ctx.delta2, ctx.delta3, ctx.k)
+    vals, vecs = np.linalg.eigh(0.5 * (ctx.M2 + ctx.M2.T))       # ascending; one decomposition serves both
+    margin = bounds_margin(vals[::-1], float(np.linalg.norm(ctx.M3)), bounds, ctx.delta2, ctx.delta3, ctx.k)
     threshold = ptr_threshold(eps0, delta0)
     noisy_margin = margin + float(mechanisms.laplace_noise((), 1.0 / eps0, ctx.gen))
     ledger.record(Release(name, "laplace", 1.0, 1.0 / eps0, 1, acct.laplace_event(1.0 / eps0), NEIGHBOUR,
@@ -979,7 +984,7 @@ def _config2_declared(ctx: _Ctx, plan, stages, ledger, bounds: DeclaredBounds, t
                          f"{bounds} with a margin of ~{threshold:.0f} documents; declare looser bounds "
                          "(a smaller sigma_k, gap; a larger sigma_1, m3_norm) or use config1")
     d_t, d_z = declared_sensitivities(bounds, ctx.delta2, ctx.delta3, ctx.k)
-    wh, _ = _spectrum(ctx.M2, ctx.k)
+    wh = top_k_from_symmetric(vals, vecs, ctx.k)
     W = wh.W * ctx.gen.choice([-1.0, 1.0], size=ctx.k)[None, :]
     sigma, rel = _gaussian_release(plan, stages[0], d_t, f"Gaussian noise on the {mechanisms.n_unique_entries(ctx.k)} "
                                                          "unique entries of T̂ = M3(WS,WS,WS), S random signs; ΔT "
@@ -1217,6 +1222,7 @@ def fit_dense(partial_or_counts, k: int, alpha0: float, mechanism: str, *, epsil
     ctx = _Ctx(M2, M3, k, alpha0, N, d2, d3, gen, n_restarts, n_iters)
     stages = _stages(mechanism, k)
     ledger = PrivacyLedger(private=not reproducible)
+    test = None
     if declared_bounds is not None:
         if mechanism != "config2":
             raise ValueError(f"declared_bounds apply to config2 only, not {mechanism!r}: configurations 3 and 4 "
@@ -1225,16 +1231,16 @@ def fit_dense(partial_or_counts, k: int, alpha0: float, mechanism: str, *, epsil
             raise ValueError(f"declared_bounds must be a DeclaredBounds, got {type(declared_bounds).__name__}")
         eps0, delta0 = PTR_EPSILON_SHARE * epsilon, PTR_DELTA_SHARE * delta
         test = ("declared-bounds test (PTR)", eps0, delta0, acct.laplace_event(1.0 / eps0))
-        plan = _plan(stages, epsilon, delta, accounting, test)
+    plan = _plan(stages, epsilon, delta, accounting, test)
+    if test is not None:
         fit = _config2_declared(ctx, plan, stages, ledger, declared_bounds, test)
-        return _result(mechanism, fit, ledger, plan, epsilon, delta, accounting, reproducible, d2, d3, N, True)
-    plan = _plan(stages, epsilon, delta, accounting)
-    if mechanism in ("config1", "config1-paper", "agn", "avn"):
+    elif mechanism in ("config1", "config1-paper", "agn", "avn"):
         fit = _moment_noise(ctx, plan, stages, ledger, mechanism == "config1-paper")
     else:
         fit = {"config2": _config2, "config3": _config3, "config4": _config4}[mechanism](ctx, plan, stages,
                                                                                         ledger, dname)
-    return _result(mechanism, fit, ledger, plan, epsilon, delta, accounting, reproducible, d2, d3, N)
+    return _result(mechanism, fit, ledger, plan, epsilon, delta, accounting, reproducible, d2, d3, N,
+                   tested=test is not None)
 
 
 def _result(mechanism, fit: _Fit, ledger, plan, epsilon, delta, accounting, reproducible, d2, d3, N,
