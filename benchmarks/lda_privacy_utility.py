@@ -90,8 +90,7 @@ def default_fit(be, d, k, mech, eps, acc, seed):
     r = private_fit.resolve_refinement(d, k, refine=2 if mech == "whitened+em" else None)
     ledger = PrivacyLedger(private=False)
     fit = fit_lda_private_scalable(be, d, SpectralParams(k=k, alpha0=1.0), cfg, np.random.default_rng(seed), ledger,
-                                   private_fit.budget_plan(cfg, r), refine=r.refine, unmix=r.unmix, eta=1.0 / k,
-                                   working_vocab=r.working_vocab)
+                                   private_fit.budget_plan(cfg, r), r, eta=1.0 / k)
     return fit.topic_word, ledger.epsilon(DELTA)
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -108,43 +107,8 @@ def vocabulary_entry(corpus) -> tuple[dict, Release | None, float]:
     return {"source": "public (not built from this corpus)"}, None, 0.0
 
 
-@dataclass(frozen=True)
-class Refinement:
-    """What a scalable private LDA fit does after its spectral stage, defaults resolved.
-
-    Attributes
-    ----------
-    working_vocab : int
-        Words the spectral stage runs on.
-    scan : bool
-        A scan release is made (a refinement follows, or ``working_vocab`` is smaller
-        than the vocabulary).
-    tail : bool
-        A tail release gives the other words their topics (a refinement follows and
-        ``working_vocab`` is smaller than the vocabulary).
-    unmix : int
-        One-hot unmixing passes.
-    refine : int
-        Private EM iterations.
-    refine_budget : float
-        The refinement's fraction of the budget left after the scan.
-    """
-
-    working_vocab: int
-    scan: bool
-    tail: bool
-    unmix: int
-    refine: int
-    refine_budget: float
-
-    @property
-    def active(self) -> bool:
-        """Whether anything follows the spectral stage."""
-        return bool(self.unmix or self.refine)
-
-
 def resolve_refinement(d: int, k: int, refine=None, unmix=None, refine_budget=None,
-                       working_vocab=None) -> Refinement:
+                       working_vocab=None) -> private_pipeline.Refinement:
     """Defaults of a scalable private LDA fit: ``unmix=None`` → :data:`DEFAULT_UNMIX` passes when
     ``refine`` is not given, else 0; ``refine=None`` → 0 EM iterations; the working vocabulary
     (:func:`distdp.private_pipeline.check_working_vocab`); ``refine_budget=None`` →
@@ -155,10 +119,10 @@ def resolve_refinement(d: int, k: int, refine=None, unmix=None, refine_budget=No
     h = private_pipeline.check_working_vocab(working_vocab, d, k, active)
     if refine_budget is None:
         refine_budget = DEFAULT_REFINE_BUDGET_TAIL if active and h < d else DEFAULT_REFINE_BUDGET
-    return Refinement(h, active or h < d, active and h < d, unmix, refine, refine_budget)
+    return private_pipeline.Refinement(h, active or h < d, active and h < d, unmix, refine, refine_budget)
 
 
-def budget_plan(config: lda_private.PrivateSpectralConfig, refinement: Refinement) -> dict:
+def budget_plan(config: lda_private.PrivateSpectralConfig, refinement: private_pipeline.Refinement) -> dict:
     """Noise multipliers of every release of a scalable private fit, from fractions of the budget.
 
     The scan takes :data:`SCAN_BUDGET` (when made); of the rest the
@@ -258,11 +222,11 @@ def fit_lda_private(corpus, k: int, *, alpha0: float, model: str, vocab, vocab_s
     return fitted
 
 
-def _fit_scalable(oc, params, mech, epsilon, delta, rng, ledger, r: Refinement, length_cap, eta, update):
+def _fit_scalable(oc, params, mech, epsilon, delta, rng, ledger, r: private_pipeline.Refinement, length_cap, eta,
+                  update):
     config = lda_private.PrivateSpectralConfig(epsilon, delta, mechanism=mech, length_cap=length_cap)
     fit = private_pipeline.fit_lda_private_scalable(oc.backend, oc.vocab_size, params, config, rng, ledger,
-                                                     budget_plan(config, r), refine=r.refine, unmix=r.unmix,
-                                                     eta=eta, working_vocab=r.working_vocab, progress=update)
+                                                     budget_plan(config, r), r, eta=eta, progress=update)
     return {"topic_word": fit.topic_word, "alpha": fit.alpha, "ledger": ledger, "spectral": fit.spectral,
             "variational": fit.em.variational if fit.em is not None else None, "em": fit.em, "refinement": r,
             "norm_cap": fit.scan.norm_cap if r.active else None,
@@ -291,7 +255,7 @@ def _plural(n: int, what: str) -> str:
     return f"{n} {what}{('es' if what.endswith('s') else 's') if n > 1 else ''}"
 
 
-def _method(mech: str, r: Refinement | None, d: int) -> str:
+def _method(mech: str, r: private_pipeline.Refinement | None, d: int) -> str:
     """The report's one-line description of what the private fit did."""
     if r is None:
         return f"private spectral ({mech})"
@@ -305,7 +269,7 @@ def _method(mech: str, r: Refinement | None, d: int) -> str:
 def _report(fit, oc, params, mech, epsilon, delta, spent, seed, reproducible, length_cap, eta, backend,
             vocab_report, vocab_delta, resources, t_start) -> dict:
     ledger: PrivacyLedger = fit["ledger"]
-    r: Refinement | None = fit.get("refinement")
+    r: private_pipeline.Refinement | None = fit.get("refinement")
     total_delta = delta + vocab_delta
     privacy = {
         "private": bool(ledger.private and fit["guarantee"] == "proven"

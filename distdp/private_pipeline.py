@@ -461,6 +461,41 @@ class PrivateLDA:
     em: RefineResult | None
 
 
+@dataclass(frozen=True)
+class Refinement:
+    """What a scalable private LDA fit does after its spectral stage, defaults resolved.
+
+    Attributes
+    ----------
+    working_vocab : int
+        Words the spectral stage runs on.
+    scan : bool
+        A scan release is made (a refinement follows, or ``working_vocab`` is smaller
+        than the vocabulary).
+    tail : bool
+        A tail release gives the other words their topics (a refinement follows and
+        ``working_vocab`` is smaller than the vocabulary).
+    unmix : int
+        One-hot unmixing passes.
+    refine : int
+        Private EM iterations.
+    refine_budget : float
+        The refinement's fraction of the budget left after the scan.
+    """
+
+    working_vocab: int
+    scan: bool
+    tail: bool
+    unmix: int
+    refine: int
+    refine_budget: float
+
+    @property
+    def active(self) -> bool:
+        """Whether anything follows the spectral stage."""
+        return bool(self.unmix or self.refine)
+
+
 def check_working_vocab(working_vocab, d: int, k: int, refine: bool) -> int:
     """The working vocabulary size: ``working_vocab``, checked, or by default
     ``min(d, 100·k)`` when a refinement extends the topics to every word, else ``d``."""
@@ -474,8 +509,7 @@ def check_working_vocab(working_vocab, d: int, k: int, refine: bool) -> int:
 
 def fit_lda_private_scalable(backend: Backend, vocab_size: int, params: SpectralParams,
                              config: lda_private.PrivateSpectralConfig, rng: np.random.Generator,
-                             ledger: PrivacyLedger, plan: dict, *, refine: int = 0, unmix: int = 0,
-                             eta: float = 0.1, working_vocab: int | None = None,
+                             ledger: PrivacyLedger, plan: dict, refinement: Refinement, *, eta: float = 0.1,
                              progress: Callable | None = None) -> PrivateLDA:
     """Private LDA: scan, spectral fit on the working vocabulary, tail release, unmixing passes, private EM.
 
@@ -488,46 +522,42 @@ def fit_lda_private_scalable(backend: Backend, vocab_size: int, params: Spectral
     rng : numpy.random.Generator
     ledger : PrivacyLedger
     plan : dict
-        Noise multipliers of every stage (:func:`distdp.private_fit.budget_plan`): ``"scan"`` when a
-        scan is made (``working_vocab < d`` or a refinement), ``"tail_gram"`` and ``"tail_sstats"``
-        when a refinement follows a working vocabulary smaller than ``d`` (:func:`unmix_tail_private`;
-        without them EM starts from :func:`~distdp.privacy.lda_private.embed_topics`),
-        ``"unmix_gram"`` and ``"unmix_sstats"`` when ``unmix > 0``, ``"em_sstats"`` when ``refine > 0``.
-    refine : int
-        Private EM iterations (after the unmixing passes).
-    unmix : int
-        One-hot unmixing passes on every word (:func:`unmix_private`).
+        Noise multipliers of every stage (:func:`distdp.private_fit.budget_plan`): ``"scan"`` when
+        ``refinement.scan``, ``"tail_gram"`` and ``"tail_sstats"`` when ``refinement.tail``
+        (:func:`unmix_tail_private`; without them a refinement starts from
+        :func:`~distdp.privacy.lda_private.embed_topics`), ``"unmix_gram"`` and ``"unmix_sstats"``
+        when ``refinement.unmix > 0``, ``"em_sstats"`` when ``refinement.refine > 0``.
+    refinement : Refinement
+        What follows the spectral stage, defaults resolved
+        (:func:`distdp.private_fit.resolve_refinement`). Without a refinement the topics are zero
+        outside the working vocabulary.
     eta : float
         EM topic-word smoothing.
-    working_vocab : int, optional
-        Words the spectral fit runs on (default: :func:`check_working_vocab`).
-        Without a refinement the topics are zero outside them.
     """
-    d = vocab_size
-    refines = bool(refine or unmix)
-    h = check_working_vocab(working_vocab, d, params.k, refines)
+    d, r = vocab_size, refinement
+    h = r.working_vocab
     scan, noise = None, _Noise(plan, rng, ledger)
-    if h < d or refines:
+    if r.scan:
         n_total = int(sum(backend.call("row_count")))
         scan = private_scan(backend, max(n_total, 1), config.quantile, noise)
     columns = lda_private.working_columns(scan.frequencies, h) if h < d else np.arange(d)
     view = ColumnBackend(backend, columns) if h < d else backend
     ps = fit_spectral_private(view, h, params, config, rng, ledger, plan, progress)
-    if not refines:
+    if not r.active:
         topic_word = np.zeros((params.k, d))
         topic_word[:, columns] = ps.result.topic_word
         return PrivateLDA(topic_word, ps.result.alpha, ps, columns, scan, None)
-    if h < d and "tail_sstats" in plan:
+    if r.tail:
         topic_word = unmix_tail_private(view, ps.result.topic_word, ps.result.alpha, scan.norm_cap, noise)
     else:
         topic_word = lda_private.embed_topics(ps.result.topic_word, columns, scan.frequencies, d)
-    if unmix:
-        topic_word = unmix_private(backend, topic_word, ps.result.alpha, scan.norm_cap, noise, unmix,
+    if r.unmix:
+        topic_word = unmix_private(backend, topic_word, ps.result.alpha, scan.norm_cap, noise, r.unmix,
                                    progress=progress)
-    if not refine:
+    if not r.refine:
         return PrivateLDA(topic_word, ps.result.alpha, ps, columns, scan, None)
     share = float(np.clip(np.maximum(scan.frequencies[columns], 0).sum()
                           / max(np.maximum(scan.frequencies, 0).sum(), 1e-300), 1e-3, 1.0))
-    em = refine_em_private(backend, topic_word, ps.result.alpha, ps.tokens_hat / share, refine, eta,
+    em = refine_em_private(backend, topic_word, ps.result.alpha, ps.tokens_hat / share, r.refine, eta,
                            scan.norm_cap, plan["em_sstats"].multiplier, rng, ledger, progress)
     return PrivateLDA(em.topic_word, ps.result.alpha, ps, columns, scan, em)
