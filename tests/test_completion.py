@@ -1,6 +1,7 @@
 """DP tensor completion (distdp.completion): gradients, recovery, noise scales, accounting, IO, CLI, Ray."""
 import json
 import math
+import warnings
 
 import numpy as np
 import pyarrow as pa
@@ -104,10 +105,12 @@ def test_recovers_low_rank_tensor_near_noise_floor(model, p):
     for Tucker; N = 3200 training entries: ≈ 0.023). Constant-step SGD adds a
     stationary fluctuation ∝ η, and λ a small bias: we allow twice the floor.
     The entries have std ≈ 1.7, so predicting the mean would give RMSE ≈ 1.7.
+    offset=0: the truth is exactly rank 3, and a rank-3 model plus the default
+    non-private offset (the training mean) cannot represent it exactly.
     """
     sigma = 0.1
     X, obs = low_rank_problem(model, seed=0, sigma=sigma)
-    res = complete(obs, 3, model=model, lr=0.005, epochs=100, batch_size=64, seed=1)
+    res = complete(obs, 3, model=model, lr=0.005, epochs=100, batch_size=64, seed=1, offset=0.0)
     _, test = split_holdout(obs, 0.2, np.random.default_rng(1))  # the split complete() made with seed 1
     assert res.n_train == 3200 and res.n_test == 800
     rmse_truth = np.sqrt(np.mean((res.predict(*test.idx.T) - X[tuple(test.idx.T)]) ** 2))
@@ -207,7 +210,7 @@ def test_output_perturbation_adds_l2_noise_to_C_only():
     rng = np.random.default_rng(0)
     Y = rng.standard_normal((3, 3, 800))
     obs = from_dense(Y)
-    kw = dict(epochs=2, lr=0.01, holdout=0.0, seed=3)
+    kw = dict(epochs=2, lr=0.01, holdout=0.0, seed=3, offset=0.0)   # same offset for both fits
     base = complete(obs, 3, **kw)
     eps, L = 0.5, 2.0
     out = complete(obs, 3, perturbation="output", epsilon=eps, lipschitz=L, reproducible=True, **kw)
@@ -345,7 +348,7 @@ def test_sound_gradient_at_small_epsilon_stays_bounded_and_blowup_is_reported(mo
     reported as diverged.
     """
     prob = make_problem(model=model, snr=1.0, missing_ratio=0.5, rng=np.random.default_rng(seed))
-    _, test = split_holdout(prob.observed, 0.2, np.random.default_rng(seed))
+    train, test = split_holdout(prob.observed, 0.2, np.random.default_rng(seed))   # complete()'s split
     truth = prob.truth[tuple(test.idx.T)]
     kw = dict(model=model, perturbation="gradient", epsilon=0.1, delta=1e-5, clip=0.05, lr=0.05, epochs=20,
               batch_size=10 ** 9, offset=0.5, seed=seed, reproducible=True,
@@ -362,8 +365,10 @@ def test_sound_gradient_at_small_epsilon_stays_bounded_and_blowup_is_reported(mo
     with pytest.warns(DivergenceWarning, match="blew up"):
         raw = complete(prob.observed, 3, max_row_norm=math.inf, **kw)
     assert raw.trace.diverged and rmse(raw) > 10 * (rmse_offset + B)
-    assert raw.trace.objective[raw.trace.diverged_pass] > 100 * raw.trace.zero_objective
-    assert any("diverged_pass" in c for c in raw.privacy.not_covered)
+    zero_objective = float(np.sum((train.values - 0.5) ** 2))      # withheld from a gradient fit's result
+    assert raw.trace.zero_objective is None and "zero_objective" not in raw.report()["convergence"]
+    assert raw.trace.objective[raw.trace.diverged_pass] > 100 * zero_objective
+    assert any(c.startswith("convergence.diverged_pass:") for c in raw.privacy.not_covered)
 
 
 # ----------------------------------------------------------------------------- bad input
@@ -407,14 +412,21 @@ def test_bad_npy_and_parameters(tmp_path):
                        (dict(rank=-2), "rank must be a positive integer"),
                        (dict(rank=2, perturbation="gradient", epsilon=0.0), "epsilon must be finite and > 0"),
                        (dict(rank=2, perturbation="output", epsilon=-1.0), "epsilon must be finite and > 0"),
-                       (dict(rank=2, perturbation="gradient"), "epsilon must be a number > 0, got None"),
+                       (dict(rank=2, perturbation="gradient"), "perturbation gradient needs epsilon"),
+                       (dict(rank=2, epsilon=1.0), "epsilon 1.0 given without a perturbation"),
+                       (dict(rank=2, perturbation="input", epsilon=1.0, bounds=(0, 1), delta=1e-6),
+                        "delta applies only to perturbation gradient"),
+                       (dict(rank=2, seed=-1), "seed must be a non-negative integer, got -1"),
+                       (dict(rank=2, batch_size=0), "batch_size must be an integer ≥ 1, got 0"),
+                       (dict(rank=2, offset=math.nan), "offset must be a finite number"),
+                       (dict(rank=2, bounds=(1.0, 0.0)), "bounds must be finite with lo < hi"),
                        (dict(rank=2, perturbation="gradient", epsilon=1.0, delta=2.0), "delta must be in"),
                        (dict(rank=2, perturbation="gradient", epsilon=1.0, tol=1e-3), "tol > 0"),
                        (dict(rank=2, perturbation="magic", epsilon=1.0), "perturbation must be one of"),
                        (dict(rank=2, model="parafac"), "model must be one of"),
                        (dict(rank=2, holdout=1.0), "holdout must be in"),
-                       (dict(rank=2, lr=0.0), "lr must be > 0"),
-                       (dict(rank=2, reproducible=True), "reproducible=True needs a seed"),
+                       (dict(rank=2, lr=0.0), "lr must be a finite number > 0"),
+                       (dict(rank=2, reproducible=True), "reproducible=True needs seed"),
                        (dict(rank=2, max_row_norm=0.0), "max_row_norm must be a number > 0"),
                        (dict(rank=2, model="tucker", max_core_norm=-1.0), "max_core_norm must be a number > 0")]:
         rank = kw.pop("rank")
@@ -468,10 +480,220 @@ def test_epsilon_sweep_runs_as_ray_tasks(ray_session):
                          score=lambda r: (r.test_rmse, r.privacy.private, r.privacy.epsilon, float(r.A.sum())))
     assert len(rows) == 2 + 2 * 2 * 2
     none = [r for r in rows if r["perturbation"] == "none"]
-    local = complete(obs, 2, epochs=3, seed=10)
+    local = complete(obs, 2, epochs=3, seed=10, bounds=(-3.0, 3.0))   # the sweep's kwargs
     assert none[0]["result"][0] == pytest.approx(local.test_rmse)   # same seed, same numbers as in-process
     grad = [r["result"] for r in rows if r["perturbation"] == "gradient"]
     assert all(p and e == pytest.approx(eps, rel=1e-3)
                for (_, p, e, _), eps in zip(grad, [0.5, 0.5, 4.0, 4.0]))
     inputs = [r["result"][3] for r in rows if r["perturbation"] == "input" and r["run"] == 0]
     assert inputs[0] != inputs[1]                                     # independent OS-entropy noise per task
+
+
+# ----------------------------------------------------------------------------- nothing unnoised in a private report
+
+
+def _leaves(d, prefix=""):
+    """Every field of a nested report as {"a.b.c": value} (lists are one leaf)."""
+    out = {}
+    for key, v in d.items():
+        path = f"{prefix}{key}"
+        out.update(_leaves(v, path + ".") if isinstance(v, dict) else {path: v})
+    return out
+
+
+def _covered_leaves(report):
+    """The report's fields minus those its privacy.not_covered lists (entries are "<path>: why")."""
+    skip = [c.split(":", 1)[0] for c in report["privacy"]["not_covered"]]
+    return {p: v for p, v in _leaves(report).items() if not any(p == s or p.startswith(s + ".") for s in skip)}
+
+
+def _neighbours(v_a, v_b, seed=0, shape=(6, 7, 8)):
+    """Two tensors with values in [0, 1] that differ in the value of one observed entry only."""
+    rng = np.random.default_rng(seed)
+    Y = rng.uniform(0.0, 1.0, shape)
+    Y[rng.random(shape) > 0.7] = np.nan
+    Y[0, 0, 0] = v_a
+    Z = Y.copy()
+    Z[0, 0, 0] = v_b
+    return from_dense(Y), from_dense(Z)
+
+
+def _numeric(v):
+    return (isinstance(v, float) or (isinstance(v, list) and len(v) > 0
+                                     and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)))
+
+
+def _assert_same(a, b, rtol=0.0):
+    assert a.keys() == b.keys()
+    for p in a:
+        if rtol and _numeric(a[p]):
+            np.testing.assert_allclose(a[p], b[p], rtol=rtol, err_msg=p)
+        else:
+            assert a[p] == b[p], p
+
+
+def test_input_report_has_nothing_from_raw_values_outside_not_covered():
+    """Neighbours 1.0 and 3.0 with declared bounds [0, 1]: both clamp to 1.0, so with the same noise (reproducible)
+    the released noisy values are identical, and so must be every report field not listed under not_covered.
+    The clamp count (config.n_clamped, 0 vs 1 here) used to differ: it is no longer reported."""
+    a, b = _neighbours(1.0, 3.0)
+    kw = dict(perturbation="input", epsilon=1.0, bounds=(0.0, 1.0), holdout=0.0, epochs=3, seed=5, reproducible=True)
+    ra, rb = complete(a, 2, **kw).report(), complete(b, 2, **kw).report()
+    assert ra["train_rmse"] != rb["train_rmse"]                    # the replay does see raw-value fields...
+    _assert_same(_covered_leaves(ra), _covered_leaves(rb))          # ...and every one of them is listed
+    assert "n_clamped" not in ra["config"] and any(s.startswith("config.n_clamped") for s in
+                                                   ra["privacy"]["not_released"])
+
+
+def test_gradient_report_has_nothing_from_raw_values_outside_not_covered():
+    """Sound gradient perturbation, same noise (reproducible), two checks.
+
+    1. Neighbours 100 and 1000 with bounds [0, 1] (offset 0.5): the default projection keeps |x̂ − 0.5| ≤ 0.5,
+       so the changed entry's residual is ≤ −198 and its gradient is clipped to the same vector C·g/‖g‖ for
+       both at every step; the runs differ only by the rounding of the clipping factor (a few ulp per step, 48
+       steps: ≪ 1e-9 relative), so every field not under not_covered must agree to rtol 1e-9.
+       zero_objective (≈ 10⁴ vs 10⁶) used to be reported.
+    2. Neighbours 0.2 and 0.9: the iterates differ, so only their post-processing (convergence.step_norm, the
+       released iterates' movement) may differ; everything else must be identical. clipped_fraction used to differ.
+    """
+    kw = dict(perturbation="gradient", epsilon=1.0, delta=1e-6, bounds=(0.0, 1.0), holdout=0.0, epochs=3,
+              batch_size=16, clip=0.1, seed=5, reproducible=True)
+    a, b = _neighbours(100.0, 1000.0)
+    ra, rb = complete(a, 2, **kw), complete(b, 2, **kw)
+    assert ra.trace.zero_objective is None and ra.trace.clipped_fraction is None
+    ra, rb = ra.report(), rb.report()
+    assert ra["train_rmse"] != rb["train_rmse"] and ra["convergence"]["objective"] != rb["convergence"]["objective"]
+    _assert_same(_covered_leaves(ra), _covered_leaves(rb), rtol=1e-9)
+    for key in ("zero_objective", "clipped_fraction"):
+        assert key not in ra["convergence"] and any(s.startswith(f"convergence.{key}:")
+                                                    for s in ra["privacy"]["not_released"])
+    a, b = _neighbours(0.2, 0.9)
+    ca, cb = (_covered_leaves(complete(d, 2, **kw).report()) for d in (a, b))
+    assert ca.pop("convergence.step_norm") != cb.pop("convergence.step_norm")
+    _assert_same(ca, cb)
+
+
+def test_divergence_warning_of_a_gradient_fit_prints_no_raw_statistic():
+    a, _ = _neighbours(50.0, 50.0)
+    with pytest.warns(DivergenceWarning) as rec:
+        res = complete(a, 2, perturbation="gradient", epsilon=0.5, delta=1e-6, holdout=0.0, epochs=3, lr=0.5,
+                       batch_size=500, clip=1.0, max_row_norm=math.inf, seed=0, reproducible=True)
+    assert res.trace.diverged
+    msg = str(next(w.message for w in rec if issubclass(w.category, DivergenceWarning)))
+    assert "not covered by the guarantee" in msg and "(objective" not in msg and " vs " not in msg
+
+
+# ----------------------------------------------------------------------------- offset, divergence, ranks, predict
+
+
+def ratings_obs(seed=0):
+    """1–5 ratings: a positive rank-2 tensor 15×12×10 scaled to [1, 5], half observed (mean ≈ 1.8)."""
+    rng = np.random.default_rng(seed)
+    X = np.einsum("ir,jr,kr->ijk", *[rng.uniform(0, 1, (n, 2)) for n in (15, 12, 10)])
+    X = 1 + 4 * X / X.max()
+    X[rng.random(X.shape) < 0.5] = np.nan
+    return from_dense(X)
+
+
+def test_default_offset_is_public_and_fits_ratings():
+    obs = ratings_obs()
+    res = complete(obs, 3, seed=0)                                        # defaults: non-private, no bounds
+    train, _ = split_holdout(obs, 0.2, np.random.default_rng(0))
+    assert res.offset == pytest.approx(train.values.mean()) and "mean" in res.config["offset_source"]
+    assert res.test_rmse < 0.1 and not res.trace.diverged                # values span 1–5
+    assert complete(obs, 3, seed=0, bounds=(1, 5), epochs=1).offset == 3.0
+    assert complete(obs, 3, seed=0, offset=2.5, bounds=(1, 5), epochs=1).offset == 2.5
+    for pert, extra in [("gradient", dict(delta=1e-6)), ("output", {})]:   # private modes never look at the data
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            r = complete(obs, 3, perturbation=pert, epsilon=1.0, seed=0, epochs=1, **extra)
+        assert r.offset == 0.0 and r.config["offset_source"].startswith("default 0")
+        assert any(a.startswith("offset 0: default 0") for a in r.privacy.assumptions)
+    r = complete(obs, 3, perturbation="gradient", epsilon=1.0, delta=1e-6, bounds=(1, 5), seed=0, epochs=1)
+    assert r.offset == 3.0 and r.privacy.private
+
+
+def test_nonfinite_sgd_is_a_value_error_with_advice():
+    obs = ratings_obs()
+    with pytest.raises(ValueError, match=r"SGD diverged: .*non-finite in pass \d+ .*Lower lr \(e\.g\. 0\.05\)"
+                                         r".*offset") as err:
+        complete(obs, 3, seed=0, offset=0.0, lr=0.5)
+    assert isinstance(err.value, FloatingPointError)      # still what callers catching FloatingPointError see
+
+
+def test_tucker_rank_above_a_dimension_is_refused_and_cp_warns():
+    obs = small_obs(shape=(5, 6, 7))
+    with pytest.raises(ValueError, match=r"rank 6 exceeds the tensor's size 5 in mode 1 .* rank ≤ 5"):
+        complete(obs, 6, model="tucker")
+    complete(obs, 5, model="tucker", epochs=1)
+    with pytest.warns(UserWarning, match=r"rank 31 exceeds the largest CP rank .* = 30"):
+        complete(obs, 31, epochs=1)
+
+
+@pytest.mark.parametrize("model", ["cp", "tucker"])
+def test_predict_accepts_scalars_and_rejects_bad_indices(model):
+    obs = small_obs(shape=(5, 6, 7))
+    res = complete(obs, 2, model=model, epochs=2, seed=0)
+    full = res.full_tensor()
+    got = res.predict(4, 5, 6)
+    assert isinstance(got, float) and got == pytest.approx(full[4, 5, 6])
+    np.testing.assert_allclose(res.predict([0, 4], 1, np.int32(2)), full[[0, 4], 1, 2])     # broadcasts
+    np.testing.assert_allclose(res.predict(*obs.idx.T), full[tuple(obs.idx.T)])
+    assert res.predict(np.array([[1, 2]]), 0, 0).shape == (1, 2)
+    with pytest.raises(IndexError, match=r"i index -1 is outside \[0, 5\)"):
+        res.predict(-1, 0, 0)
+    with pytest.raises(IndexError, match=r"k index 7 is outside \[0, 7\)"):
+        res.predict([0], [0], [7])
+    with pytest.raises(TypeError, match="j must be integer indices"):
+        res.predict(0, 1.0, 0)
+    with pytest.raises(ValueError, match="broadcastable"):
+        res.predict([0, 1], [0, 1, 2], 0)
+
+
+# ----------------------------------------------------------------------------- input files
+
+
+def test_complex_input_is_refused_naming_the_file(tmp_path):
+    Y = small_obs().dense().astype(complex)
+    Y[0, 0, 0] = 1 + 2j
+    np.save(tmp_path / "z.npy", Y)
+    with pytest.raises(ValueError, match=r"z\.npy: complex values \(dtype complex128\) are not supported"):
+        load_observations(tmp_path / "z.npy")
+    with pytest.raises(ValueError, match="complex values"):
+        complete(Y, 2)
+
+
+def test_directory_of_coo_files(tmp_path):
+    obs = small_obs(shape=(5, 6, 7))
+    half = obs.n // 2
+    d = tmp_path / "coo"
+    (d / "sub").mkdir(parents=True)
+    write_coo_parquet(obs.subset(np.arange(half)), d / "part-0.parquet")
+    write_coo_parquet(obs.subset(np.arange(half, obs.n)), d / "sub" / "part-1.parquet")
+    write_coo(d / ".hidden.parquet", [9], [9], [9], [1.0])                     # hidden: skipped
+    got = load_observations(d)
+    assert got.shape == obs.shape
+    np.testing.assert_array_equal(got.idx, obs.idx)
+    np.testing.assert_array_equal(got.values, obs.values)
+    write_coo(d / "part-2.parquet", [int(obs.idx[0, 0])], [int(obs.idx[0, 1])], [int(obs.idx[0, 2])], [0.5],
+              shape=obs.shape)
+    with pytest.raises(ValueError, match=r"part-2\.parquet: row 0: entry .* is also observed in .*part-0\.parquet, "
+                                         r"row 0"):
+        load_observations(d)
+    write_coo(d / "part-2.parquet", [0], [0], [0], [0.5], shape=(9, 9, 9))
+    with pytest.raises(ValueError, match=r"part-2\.parquet: metadata key 'distdp.shape' says \(9, 9, 9\)"):
+        load_observations(d)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="empty: directory holds no .parquet files"):
+        load_observations(tmp_path / "empty")
+
+
+@pytest.mark.parametrize("meta", [b"a,b,c", b"15,12", b"15,12,10,2", b"3,0,2"])
+def test_malformed_shape_metadata_names_file_and_key(tmp_path, meta):
+    path = tmp_path / "m.parquet"
+    pq.write_table(pa.table({"i": [0], "j": [0], "k": [0], "value": [1.0]}).replace_schema_metadata(
+        {b"distdp.shape": meta}), path)
+    with pytest.raises(ValueError, match=r"m\.parquet: metadata key 'distdp.shape' is .*expected three positive "
+                                         r"integers"):
+        load_observations(path)
+    assert load_observations(path, shape=(2, 2, 2)).shape == (2, 2, 2)     # a given shape needs no metadata

@@ -8,18 +8,21 @@ def register(sub) -> None:
     """Add the ``complete`` sub-command."""
     p = sub.add_parser("complete", help="complete a partially observed 3-way tensor (CP or Tucker), optionally DP",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("input", help="parquet COO file (columns i, j, k, value) or .npy tensor with NaN for missing")
-    p.add_argument("--rank", type=int, required=True, help="CP rank R, or Tucker core size R×R×R")
+    p.add_argument("input", help="parquet COO file (columns i, j, k, value), a directory of them, or .npy tensor "
+                                 "with NaN for missing")
+    p.add_argument("--rank", type=int, required=True,
+                   help="CP rank R, or Tucker core size R×R×R (Tucker: at most the smallest dimension)")
     p.add_argument("--model", choices=["cp", "tucker"], default="cp")
     p.add_argument("--perturbation", choices=["none", "input", "gradient", "gradient-paper", "output"],
                    default="none", help="gradient: sound DP-SGD with a guarantee; gradient-paper and output: "
                                         "the paper's mechanisms, reproductions without a guarantee")
-    p.add_argument("--epsilon", type=float, help="privacy budget ε (required with a perturbation)")
-    p.add_argument("--delta", type=float, help="δ of the gradient perturbation (default min(1e-5, 1/(10 n)))")
+    p.add_argument("--epsilon", type=float, help="privacy budget ε (required with a perturbation, refused without)")
+    p.add_argument("--delta", type=float, help="δ of the gradient perturbation (default min(1e-5, 1/(10 n)); "
+                                               "refused by the others)")
     p.add_argument("--holdout", type=float, default=0.2, help="share of observed entries held out for test RMSE")
     p.add_argument("--bounds", type=float, nargs=2, metavar=("LO", "HI"),
-                   help="declared public value range (input: values clamped to it; gradient: sets the default "
-                        "projection radius)")
+                   help="declared public value range (its midpoint is the default --offset; input: values "
+                        "clamped to it; gradient: sets the default projection radius)")
     p.add_argument("--allow-data-bounds", action="store_true",
                    help="input perturbation without --bounds: take them from the data (NOT private)")
     p.add_argument("--no-clamp-noisy", action="store_true", help="input: keep noisy values outside the bounds")
@@ -31,7 +34,9 @@ def register(sub) -> None:
     p.add_argument("--lam", type=float, help="λ (CP) or λo (Tucker); default paper's")
     p.add_argument("--lam-core", type=float, help="λg (Tucker); default paper's")
     p.add_argument("--tol", type=float, default=0.0, help="stop when the objective changes less (none/input)")
-    p.add_argument("--offset", type=float, default=0.0, help="public constant subtracted before fitting")
+    p.add_argument("--offset", type=float,
+                   help="constant subtracted before fitting (public in a private fit). Default: the midpoint of "
+                        "--bounds; without --bounds the training mean with --perturbation none, else 0")
     p.add_argument("--max-row-norm", type=float,
                    help="public radius: project every factor row onto this ℓ2 ball after each step (no privacy "
                         "cost). Default for gradient: from --bounds, --offset and --rank (CP (B)^(1/3), Tucker "
@@ -39,7 +44,7 @@ def register(sub) -> None:
     p.add_argument("--max-core-norm", type=float,
                    help="Tucker: public Frobenius radius of the core (default B / r³ when --bounds is given)")
     p.add_argument("--shape", type=int, nargs=3, metavar=("N1", "N2", "N3"), help="tensor shape of a COO file")
-    p.add_argument("--seed", type=int, help="fixes split, initialisation and visiting order")
+    p.add_argument("--seed", type=int, help="fixes split, initialisation and visiting order (≥ 0)")
     p.add_argument("--reproducible", action="store_true", help="seed the noise too (the fit is then NOT private)")
     p.add_argument("--out", required=True, help="output directory (written atomically)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
@@ -47,13 +52,23 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+# how error messages of distdp.completion.complete name its parameters here: the flags of this command
+FLAGS = {name: "--" + name.replace("_", "-") for name in (
+    "rank", "model", "perturbation", "epsilon", "delta", "holdout", "bounds", "allow_data_bounds", "clip",
+    "lipschitz", "lr", "epochs", "batch_size", "lam", "lam_core", "tol", "offset", "max_row_norm", "max_core_norm",
+    "shape", "seed", "reproducible")}
+FLAGS["clamp_noisy"] = "--no-clamp-noisy"
+
+
 def run(args) -> int:
     """Fit, write the factors and report.json, print a summary."""
     from tqdm.auto import tqdm
 
-    from distdp.completion import complete
+    from distdp.completion import complete, parameter_names
     from distdp.completion.io import write_result
+    from distdp.io.atomic import check_output_dir
 
+    check_output_dir(args.out, args.overwrite)   # refuse an existing --out before any work
     bar = None if args.no_progress else tqdm(total=args.epochs, desc="complete", unit="pass", leave=False)
 
     def progress(epoch, total, objective):
@@ -61,14 +76,17 @@ def run(args) -> int:
         bar.set_postfix(objective=f"{objective:.4g}")
 
     try:
-        res = complete(args.input, args.rank, model=args.model, perturbation=args.perturbation, epsilon=args.epsilon,
-                       delta=args.delta, holdout=args.holdout, bounds=tuple(args.bounds) if args.bounds else None,
-                       allow_data_bounds=args.allow_data_bounds, clamp_noisy=not args.no_clamp_noisy,
-                       clip=args.clip, lipschitz=args.lipschitz, lr=args.lr, epochs=args.epochs,
-                       batch_size=args.batch_size, lam=args.lam, lam_core=args.lam_core, tol=args.tol,
-                       offset=args.offset, max_row_norm=args.max_row_norm, max_core_norm=args.max_core_norm,
-                       seed=args.seed, reproducible=args.reproducible,
-                       shape=tuple(args.shape) if args.shape else None, progress=None if bar is None else progress)
+        with parameter_names(FLAGS):
+            res = complete(args.input, args.rank, model=args.model, perturbation=args.perturbation,
+                           epsilon=args.epsilon, delta=args.delta, holdout=args.holdout,
+                           bounds=tuple(args.bounds) if args.bounds else None,
+                           allow_data_bounds=args.allow_data_bounds, clamp_noisy=not args.no_clamp_noisy,
+                           clip=args.clip, lipschitz=args.lipschitz, lr=args.lr, epochs=args.epochs,
+                           batch_size=args.batch_size, lam=args.lam, lam_core=args.lam_core, tol=args.tol,
+                           offset=args.offset, max_row_norm=args.max_row_norm, max_core_norm=args.max_core_norm,
+                           seed=args.seed, reproducible=args.reproducible,
+                           shape=tuple(args.shape) if args.shape else None,
+                           progress=None if bar is None else progress)
     finally:
         if bar is not None:
             bar.close()

@@ -13,10 +13,11 @@ gradient rules), ``perturbation.py`` (mechanisms and privacy reports),
 imports Ray or does IO; ``io.py`` reads/writes files; ``parallel.py`` is the
 only module that imports Ray.
 """
-from distdp.completion.api import CompletionResult, DivergenceWarning, NotPrivateWarning, complete
+from distdp.completion.api import CompletionResult, DivergenceWarning, NotPrivateWarning, complete, parameter_names
 from distdp.completion.entries import Observations, from_dense, split_holdout
 from distdp.completion.perturbation import PERTURBATIONS, PrivacyReport
-from distdp.completion.sgd import SGDConfig, SGDTrace
+from distdp.completion.sgd import SGDConfig, SGDDivergedError, SGDTrace
 
-__all__ = ["complete", "CompletionResult", "DivergenceWarning", "NotPrivateWarning", "Observations", "from_dense", "split_holdout",
-           "PrivacyReport", "PERTURBATIONS", "SGDConfig", "SGDTrace"]
+__all__ = ["complete", "CompletionResult", "DivergenceWarning", "NotPrivateWarning", "Observations", "from_dense",
+           "split_holdout", "parameter_names", "PrivacyReport", "PERTURBATIONS", "SGDConfig", "SGDDivergedError",
+           "SGDTrace"]

@@ -9,25 +9,59 @@ Randomness: ``seed`` fixes the train/test split, the initialisation and the
 visiting order (none of which depends on the data values). The noise of a
 private fit always comes from OS entropy, unless ``reproducible=True``; then it
 is derived from ``seed`` too and the privacy report says the fit is not private.
+
+Error messages name the parameters as the caller knows them: the Python
+names by default, the command-line flags inside :func:`parameter_names` (the
+CLI passes ``{"lr": "--lr", ...}``).
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 import time
 import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Optional, Union
+from typing import Callable, Iterator, Mapping, Optional, Union
 
 import numpy as np
 
 from distdp.completion import perturbation as pt
 from distdp.completion.entries import Observations, split_holdout
 from distdp.privacy.mechanisms import check_delta, check_epsilon, private_generator
-from distdp.completion.sgd import (MODELS, ClippedGaussianRule, PaperGradientRule, PlainRule, SGDConfig, SGDTrace,
-                                   default_radii, run_sgd)
+from distdp.completion.sgd import (MODELS, ClippedGaussianRule, PaperGradientRule, PlainRule, SGDConfig,
+                                   SGDDivergedError, SGDTrace, default_radii, run_sgd)
 
 DEFAULT_LAMBDA = {"cp": (0.01, 0.0), "tucker": (0.001, 0.0001)}   # paper §5.1: λ; λo, λg
+
+# how messages name a parameter when no caller mapping is active (flags are spelled as a Python call)
+_API_FORMS = {"reproducible": "reproducible=True", "allow_data_bounds": "allow_data_bounds=True",
+              "clamp_noisy": "clamp_noisy"}
+_NAMES: contextvars.ContextVar[Mapping[str, str]] = contextvars.ContextVar("distdp_completion_names", default={})
+
+
+@contextlib.contextmanager
+def parameter_names(names: Mapping[str, str]) -> Iterator[None]:
+    """Within the block, error messages and warnings of :func:`complete` call parameter ``p`` ``names[p]``.
+
+    Parameters
+    ----------
+    names : mapping
+        API parameter name → how the caller spells it (the CLI: ``{"lr": "--lr",
+        "batch_size": "--batch-size", ...}``). Parameters not in it keep their
+        Python names.
+    """
+    token = _NAMES.set(dict(names))
+    try:
+        yield
+    finally:
+        _NAMES.reset(token)
+
+
+def _n(param: str) -> str:
+    """How the current caller names the parameter ``param``."""
+    return _NAMES.get().get(param, _API_FORMS.get(param, param))
 
 
 class NotPrivateWarning(UserWarning):
@@ -35,7 +69,7 @@ class NotPrivateWarning(UserWarning):
 
 
 class DivergenceWarning(UserWarning):
-    """The SGD iterates blew up (objective far above the all-offset predictor's) while staying finite."""
+    """The SGD iterates blew up while staying finite (objective far above the all-offset and initial models')."""
 
 
 @dataclass(frozen=True)
@@ -51,7 +85,9 @@ class CompletionResult:
     G : ndarray or None
         Tucker core (R×R×R); None for CP.
     offset : float
-        Public constant subtracted from the values before fitting and added back by :meth:`predict`.
+        Constant subtracted from the values before fitting and added back by
+        :meth:`predict` (public in a private fit; ``config['offset_source']``
+        says where it came from).
     test_rmse : float or None
         RMSE on the held-out entries (None without a holdout).
     train_rmse : float
@@ -87,25 +123,78 @@ class CompletionResult:
         """(A, B, C) or (A, B, C, G)."""
         return (self.A, self.B, self.C) if self.G is None else (self.A, self.B, self.C, self.G)
 
-    def predict(self, i, j, k) -> np.ndarray:
-        """Completed values at entries (i, j, k)."""
-        i, j, k = (np.asarray(x, dtype=np.int64) for x in (i, j, k))
-        return MODELS[self.model].predict(self.factors, i, j, k) + self.offset
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """The tensor's shape (n1, n2, n3)."""
+        return (self.A.shape[0], self.B.shape[0], self.C.shape[0])
+
+    def predict(self, i, j, k):
+        """Completed values at entries (i, j, k).
+
+        Parameters
+        ----------
+        i, j, k : int or array_like of int
+            Entry indices, broadcast against each other; each in
+            [0, n) for its mode (negative indices are rejected, not wrapped).
+
+        Returns
+        -------
+        float or ndarray
+            A float when all three are scalars, else an array of the broadcast shape.
+
+        Raises
+        ------
+        TypeError
+            Non-integer indices.
+        IndexError
+            An index outside [0, n) for its mode.
+        ValueError
+            Shapes that do not broadcast.
+        """
+        arrays = []
+        for name, x, n in zip("ijk", (i, j, k), self.shape):
+            a = np.asarray(x)
+            if a.size == 0:
+                a = a.astype(np.int64)    # an empty list has dtype float
+            if a.dtype == bool or a.dtype.kind not in "iu":
+                raise TypeError(f"predict: {name} must be integer indices, got dtype {a.dtype}")
+            bad = (a < 0) | (a >= n)
+            if bad.any():
+                raise IndexError(f"predict: {name} index {int(a[bad].flat[0])} is outside [0, {n}) "
+                                 f"(the tensor's shape is {self.shape}; negative indices are not accepted)")
+            arrays.append(a.astype(np.int64))
+        try:
+            arrays = np.broadcast_arrays(*arrays)
+        except ValueError:
+            raise ValueError(f"predict: i, j, k must have broadcastable shapes, got "
+                             f"{[np.shape(x) for x in (i, j, k)]}") from None
+        out_shape = arrays[0].shape
+        flat = [a.ravel() for a in arrays]
+        values = MODELS[self.model].predict(self.factors, *flat) + self.offset
+        return float(values[0]) if out_shape == () else values.reshape(out_shape)
 
     def full_tensor(self) -> np.ndarray:
         """The completed dense tensor (small tensors only)."""
         return MODELS[self.model].full_tensor(self.factors) + self.offset
 
     def report(self) -> dict:
-        """JSON-ready summary (what ``report.json`` holds)."""
+        """JSON-ready summary (what ``report.json`` holds).
+
+        Diagnostics withheld from a private fit (``trace.clipped_fraction`` and
+        ``trace.zero_objective`` set to None, see ``privacy.not_released``) are
+        left out of ``convergence``.
+        """
         t = self.trace
-        return {"model": self.model, "rank": self.rank, "shape": [self.A.shape[0], self.B.shape[0], self.C.shape[0]],
+        convergence = {"epochs_run": t.epochs_run, "steps": t.steps, "converged": t.converged,
+                       "objective": list(t.objective), "step_norm": list(t.step_norm),
+                       "clipped_fraction": t.clipped_fraction, "zero_objective": t.zero_objective,
+                       "diverged_pass": t.diverged_pass}
+        for key in ("clipped_fraction", "zero_objective"):
+            if convergence[key] is None:
+                del convergence[key]
+        return {"model": self.model, "rank": self.rank, "shape": list(self.shape),
                 "test_rmse": self.test_rmse, "train_rmse": self.train_rmse, "n_train": self.n_train,
-                "n_test": self.n_test, "offset": self.offset,
-                "convergence": {"epochs_run": t.epochs_run, "steps": t.steps, "converged": t.converged,
-                                "objective": list(t.objective), "step_norm": list(t.step_norm),
-                                "clipped_fraction": t.clipped_fraction, "zero_objective": t.zero_objective,
-                                "diverged_pass": t.diverged_pass},
+                "n_test": self.n_test, "offset": self.offset, "convergence": convergence,
                 "timings_s": self.timings, "privacy": self.privacy.to_dict(), "config": self.config}
 
 
@@ -130,7 +219,7 @@ def complete(data: Union[Observations, np.ndarray, str, Path], rank: int, *, mod
              holdout: float = 0.2, bounds: Optional[tuple[float, float]] = None, allow_data_bounds: bool = False,
              clamp_noisy: bool = True, clip: float = 0.1, lipschitz: float = 1.0, lr: float = 0.05,
              epochs: int = 100, batch_size: int = 64, lam: Optional[float] = None, lam_core: Optional[float] = None,
-             tol: float = 0.0, init_scale: float = 0.1, offset: float = 0.0,
+             tol: float = 0.0, init_scale: float = 0.1, offset: Optional[float] = None,
              max_row_norm: Optional[float] = None, max_core_norm: Optional[float] = None,
              seed: Optional[int] = None,
              reproducible: bool = False, shape: Optional[tuple[int, int, int]] = None,
@@ -140,23 +229,28 @@ def complete(data: Union[Observations, np.ndarray, str, Path], rank: int, *, mod
 
     Parameters
     ----------
-    data : Observations, ndarray with NaN for missing, or path (.parquet COO / .npy)
+    data : Observations, ndarray with NaN for missing, or path
+        A ``.npy`` tensor, a ``.parquet`` COO file, or a directory of them
+        (:func:`distdp.completion.io.load_observations`).
     rank : int
-        CP rank R, or the Tucker core size R×R×R.
+        CP rank R, or the Tucker core size R×R×R (Tucker: at most the
+        smallest dimension of the tensor).
     model : {'cp', 'tucker'}
     perturbation : {'none', 'input', 'gradient', 'gradient-paper', 'output'}
         ``input``: Alg. 1 (ε-DP with declared ``bounds``). ``gradient``: sound
         DP-SGD, (ε, δ)-DP by PLD accounting over all steps. ``gradient-paper``
         (Alg. 2) and ``output`` (Alg. 3): reproductions, no guarantee claimed.
     epsilon, delta : float
-        Privacy budget (δ only for ``gradient``; default min(1e-5, 1/(10 n_train))).
+        Privacy budget: ``epsilon`` is required by every perturbation and
+        refused without one; ``delta`` only for ``gradient`` (default
+        min(1e-5, 1/(10 n_train))) and refused by the others.
     holdout : float
         Share of the observed entries held out for the test RMSE (paper: 0.2).
     bounds : (lo, hi), optional
-        Declared public value range. ``input``: required unless
-        ``allow_data_bounds`` (values are clamped to it). ``gradient``: used
-        only to derive the default projection radii (no clamping: clipping
-        bounds the sensitivity).
+        Declared public value range. Its midpoint is the default ``offset``.
+        ``input``: required unless ``allow_data_bounds`` (values are clamped
+        to it). ``gradient``: derives the default projection radii (no
+        clamping: clipping bounds the sensitivity).
     allow_data_bounds : bool
         Compute the bounds from the private data instead (warns; the report says not private).
     clamp_noisy : bool
@@ -169,9 +263,13 @@ def complete(data: Union[Observations, np.ndarray, str, Path], rank: int, *, mod
         SGD settings (:class:`distdp.completion.sgd.SGDConfig`).
     lam, lam_core : float, optional
         λ (λo) and λg; default the paper's (CP 0.01; Tucker 0.001, 0.0001).
-    offset : float
-        Public constant subtracted from the values before fitting (e.g. the
-        midpoint of the declared range); must not be computed from the data.
+    offset : float, optional
+        Constant subtracted from the values before fitting and added back by
+        :meth:`CompletionResult.predict`. Default: the midpoint of declared
+        ``bounds``; without bounds, the mean of the training values when
+        ``perturbation='none'`` (a non-private fit may look at the data), and
+        0 otherwise (a private fit's offset must be public: it is never
+        computed from the data). ``config['offset_source']`` says which.
     max_row_norm : float, optional
         Public radius r: after every SGD step each row of A, B, C is projected
         onto the ℓ2 ball of radius r (post-processing of the released
@@ -187,7 +285,8 @@ def complete(data: Union[Observations, np.ndarray, str, Path], rank: int, *, mod
         projected model's range is [−B, B] (with the default r:
         g = R^(3/4)·B^(1/4)).
     seed : int, optional
-        Fixes split, initialisation and visiting order (and the noise only with ``reproducible``).
+        Non-negative; fixes split, initialisation and visiting order (and the
+        noise only with ``reproducible``).
     reproducible : bool
         Seed the noise too; the fit is then reported as not private.
     shape : tuple, optional
@@ -203,49 +302,57 @@ def complete(data: Union[Observations, np.ndarray, str, Path], rank: int, *, mod
     Raises
     ------
     ValueError
-        Bad input or parameters (rank ≤ 0, ε ≤ 0, missing bounds, ...).
+        Bad input or parameters (rank ≤ 0 or, for Tucker, above a dimension;
+        ε ≤ 0 or ε without a perturbation; missing bounds, ...), or SGD whose
+        iterates became non-finite (:class:`distdp.completion.sgd.SGDDivergedError`).
+        Messages name parameters as :func:`parameter_names` says.
+
+    Warns
+    -----
+    NotPrivateWarning
+        ``input`` with bounds computed from the data.
+    DivergenceWarning
+        The iterates blew up while staying finite.
+    UserWarning
+        CP rank above the largest possible rank of the tensor's shape;
+        ``gradient`` without projection; δ ≥ 1/n_train.
     """
     t0 = time.perf_counter()
-    if perturbation not in pt.PERTURBATIONS:
-        raise ValueError(f"perturbation must be one of {pt.PERTURBATIONS}, got {perturbation!r}")
-    if model not in MODELS:
-        raise ValueError(f"model must be one of {sorted(MODELS)}, got {model!r}")
-    if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or rank <= 0:
-        raise ValueError(f"rank must be a positive integer, got {rank!r}")
-    if perturbation != "none":
-        check_epsilon(epsilon)
-    if reproducible and seed is None:
-        raise ValueError("reproducible=True needs a seed")
-    if perturbation in ("gradient", "gradient-paper", "output") and tol > 0:
-        raise ValueError(f"tol > 0 stops on the private objective, a data-dependent choice: not allowed with "
-                         f"perturbation={perturbation!r} (use a fixed number of epochs)")
-    if not math.isfinite(offset):
-        raise ValueError(f"offset must be finite, got {offset}")
+    _check_settings(rank=rank, model=model, perturbation=perturbation, epsilon=epsilon, delta=delta,
+                    holdout=holdout, bounds=bounds, clip=clip, lipschitz=lipschitz, lr=lr, epochs=epochs,
+                    batch_size=batch_size, lam=lam, lam_core=lam_core, tol=tol, init_scale=init_scale, offset=offset,
+                    max_row_norm=max_row_norm, max_core_norm=max_core_norm, seed=seed, reproducible=reproducible,
+                    shape=shape)
+    if bounds is not None:
+        bounds = pt.check_bounds(bounds, _n("bounds"))
+    obs = _load(data, shape)
+    _check_rank_for_shape(model, int(rank), obs.shape)
+    rng = np.random.default_rng(seed)
+    if test is None:
+        if holdout > 0 and int(round(holdout * obs.n)) >= obs.n:
+            raise ValueError(f"{_n('holdout')} {holdout} of {obs.n} observed entries leaves no training entry")
+        train, test = split_holdout(obs, holdout, rng)
+    else:
+        train = obs
+    offset, offset_source = _resolve_offset(offset, bounds, perturbation, train)
     dlam, dlam_core = DEFAULT_LAMBDA[model]
     radii = _projection_radii(model, int(rank), perturbation, bounds, offset, max_row_norm, max_core_norm)
     cfg = SGDConfig(lr=lr, epochs=epochs, batch_size=batch_size, lam=dlam if lam is None else lam,
                     lam_core=dlam_core if lam_core is None else lam_core, tol=tol, init_scale=init_scale,
                     max_row_norm=radii["max_row_norm"], max_core_norm=radii["max_core_norm"])
-    obs = _load(data, shape)
-    rng = np.random.default_rng(seed)
-    if test is None:
-        train, test = split_holdout(obs, holdout, rng)
-    else:
-        train = obs
     noise_rng = np.random.default_rng([int(seed), 0xD1F]) if reproducible else private_generator()
     x = train.values
     t_perturb = time.perf_counter()
     rule = PlainRule()
-    info = {}
     if perturbation == "none":
         report = pt.none_report()
     elif perturbation == "input":
         declared = bounds is not None
         if not declared:
             if not allow_data_bounds:
-                raise ValueError("input perturbation needs declared public value bounds (bounds=(lo, hi) / "
-                                 "--bounds LO HI): bounds computed from the private data leak it "
-                                 "(allow_data_bounds=True / --allow-data-bounds to do it anyway, not private)")
+                raise ValueError(f"{_n('perturbation')} input needs declared public value bounds ({_n('bounds')}): "
+                                 "bounds computed from the private data leak it "
+                                 f"({_n('allow_data_bounds')} to do it anyway, not private)")
             bounds = (float(x.min()), float(x.max()))
             if bounds[0] == bounds[1]:
                 bounds = (bounds[0], bounds[0] + 1.0)
@@ -253,32 +360,36 @@ def complete(data: Union[Observations, np.ndarray, str, Path], rank: int, *, mod
                           "the sensitivity and the bounds leak it. Declare public bounds for a guarantee.",
                           NotPrivateWarning, stacklevel=2)
         lo, hi = pt.check_bounds(bounds)
-        x, n_clamped = pt.input_perturbation(x, (lo, hi), epsilon, noise_rng, clamp_noisy=clamp_noisy)
+        # the number of clamped values counts raw private values: not released (privacy.not_released)
+        x, _ = pt.input_perturbation(x, (lo, hi), epsilon, noise_rng, clamp_noisy=clamp_noisy)
         report = pt.input_report(epsilon, (lo, hi), train.n, declared, clamp_noisy)
-        info["n_clamped"] = n_clamped
     elif perturbation == "gradient":
         if delta is None:
             delta = min(1e-5, 1.0 / (10 * train.n))
-        check_delta(delta)
         if delta >= 1.0 / train.n:
-            warnings.warn(f"delta={delta} ≥ 1/n_train = {1 / train.n:.3g}: a mechanism releasing one entry at "
-                          "random meets it; use δ ≪ 1/n", UserWarning, stacklevel=2)
-        _check_positive("clip", clip)
+            warnings.warn(f"{_n('delta')} {delta} ≥ 1/n_train = {1 / train.n:.3g}: a mechanism releasing one entry "
+                          "at random meets it; use δ ≪ 1/n", UserWarning, stacklevel=2)
         sigma = pt.dpsgd_noise_multiplier(epochs, epsilon, delta)
         if radii["warn"]:
-            warnings.warn("gradient perturbation without declared bounds or max_row_norm: the iterates are not "
-                          "projected and can blow up at small ε; declare public bounds (--bounds) or a radius "
-                          "(--max-row-norm)", UserWarning, stacklevel=2)
+            warnings.warn(f"gradient perturbation without declared bounds or {_n('max_row_norm')}: the iterates are "
+                          "not projected and can blow up at small ε; declare public bounds "
+                          f"({_n('bounds')}) or a radius ({_n('max_row_norm')})", UserWarning, stacklevel=2)
         rule = ClippedGaussianRule(clip=clip, noise_multiplier=sigma)
     elif perturbation == "gradient-paper":
-        _check_positive("clip", clip)
         rule = PaperGradientRule(clip=clip, epsilon=epsilon)
-    elif perturbation == "output":
-        _check_positive("lipschitz", lipschitz)
     t_perturb = time.perf_counter() - t_perturb
 
-    factors, trace = run_sgd(model, train.with_values(x - offset), int(rank), cfg, rng, rule,
-                             noise_rng=noise_rng, progress=progress)
+    try:
+        factors, trace = run_sgd(model, train.with_values(x - offset), int(rank), cfg, rng, rule,
+                                 noise_rng=noise_rng, progress=progress)
+    except SGDDivergedError as exc:
+        what = "training objective" if isinstance(rule, PlainRule) else "iterates"
+        raise SGDDivergedError(
+            f"SGD diverged: the {what} became non-finite in pass {exc.epoch} ({_n('lr')} {lr:g}, "
+            f"{_n('batch_size')} {batch_size}, {_n('offset')} {offset:g}: {offset_source}). Lower {_n('lr')} "
+            f"(e.g. {lr / 10:g}), subtract a typical value with {_n('offset')} (or declare {_n('bounds')}: their "
+            f"midpoint becomes the default offset), or project the iterates ({_n('max_row_norm')})",
+            exc.epoch) from None
     factors = list(factors)
     if perturbation == "gradient":
         report = pt.dpsgd_report(rule.noise_multiplier, clip, trace.epochs_run, trace.steps, batch_size, delta,
@@ -292,23 +403,41 @@ def complete(data: Union[Observations, np.ndarray, str, Path], rank: int, *, mod
         report = pt.output_report(epsilon, sens, trace.epochs_run, lipschitz, lr, factors[2].shape[0])
         t_perturb += time.perf_counter() - t1
     report = replace(report, assumptions=report.assumptions + (radii["statement"],))
+    # SGD's objective (and the divergence flag) sees raw private values unless the values were perturbed first
+    raw_objective = perturbation in ("gradient", "gradient-paper", "output")
     if perturbation != "none":
         report = replace(report, not_covered=report.not_covered + (
             "train_rmse: computed from the private training values without noise",
-            "trace.diverged_pass: compares the private training objective, without noise, with the "
-            "all-offset predictor's"))
+            "timings_s: wall-clock times, a side channel") + ((
+                "convergence.diverged_pass: compares the private training objective, without noise, with the "
+                "all-offset predictor's and the initial model's",) if raw_objective else ()))
+    if perturbation == "gradient":
+        # both count raw private values without noise: withheld, not reported
+        trace = replace(trace, clipped_fraction=None, zero_objective=None)
+        report = replace(report, not_released=report.not_released + (
+            "convergence.zero_objective: Σ(x − offset)² over the raw training values",
+            "convergence.clipped_fraction: share of the raw per-entry gradients that clipping shortened"))
+    elif perturbation == "input":
+        report = replace(report, not_released=report.not_released + (
+            "config.n_clamped: number of training values outside the declared bounds",))
     if trace.diverged:
+        numbers = ("" if trace.zero_objective is None else
+                   f" (objective {trace.objective[-1]:.4g} vs {max(trace.zero_objective, trace.objective[0]):.4g})")
+        caveat = ("; the flag (convergence.diverged_pass) is computed from the private values without noise and "
+                  "is not covered by the guarantee" if perturbation == "gradient" else "")
         warnings.warn(f"SGD iterates blew up: the training objective exceeded {cfg.divergence_factor:g}× that of "
-                      f"the all-offset predictor from pass {trace.diverged_pass} "
-                      f"(objective {trace.objective[-1]:.4g} vs {trace.zero_objective:.4g}); the result is worse "
-                      "than predicting the offset. Lower the learning rate, or project the iterates "
-                      "(max_row_norm / --max-row-norm, or declare bounds).", DivergenceWarning, stacklevel=2)
+                      f"the all-offset predictor and of the initial model from pass {trace.diverged_pass}{numbers}"
+                      f"{caveat}; the result is worse than predicting the offset. Lower the learning rate "
+                      f"({_n('lr')}), or project the iterates ({_n('max_row_norm')}, or declare {_n('bounds')}).",
+                      DivergenceWarning, stacklevel=2)
     if reproducible and perturbation != "none":
         report = pt.mark_seeded(report, seed)
     elif seed is not None and perturbation != "none":
         report = replace(report, assumptions=report.assumptions + (
             f"seed {seed} fixed the split, initialisation and visiting order only (data-independent); the noise "
             "came from OS entropy",))
+    if perturbation != "none":
+        report = replace(report, assumptions=report.assumptions + (f"offset {offset:g}: {offset_source}",))
 
     m = MODELS[model]
     train_rmse = _rmse(m.predict(factors, *train.idx.T) + offset, train.values)
@@ -318,9 +447,8 @@ def complete(data: Union[Observations, np.ndarray, str, Path], rank: int, *, mod
               "bounds": list(bounds) if bounds is not None else None, "clamp_noisy": clamp_noisy, "clip": clip,
               "lipschitz": lipschitz, "lr": lr, "epochs": epochs, "batch_size": batch_size, "lam": cfg.lam,
               "lam_core": cfg.lam_core, "tol": tol, "init_scale": init_scale, "offset": offset,
-              "max_row_norm": cfg.max_row_norm, "max_core_norm": cfg.max_core_norm,
-              "projection_radii_from": radii["source"], "seed": seed,
-              "reproducible": reproducible, **info}
+              "offset_source": offset_source, "max_row_norm": cfg.max_row_norm, "max_core_norm": cfg.max_core_norm,
+              "projection_radii_from": radii["source"], "seed": seed, "reproducible": reproducible}
     return CompletionResult(model=model, rank=int(rank), A=factors[0], B=factors[1], C=factors[2],
                             G=factors[3] if model == "tucker" else None, offset=float(offset), test_rmse=test_rmse,
                             train_rmse=train_rmse, n_train=train.n, n_test=0 if test is None else test.n,
@@ -329,12 +457,107 @@ def complete(data: Union[Observations, np.ndarray, str, Path], rank: int, *, mod
                             config=config)
 
 
+def _check_settings(*, rank, model, perturbation, epsilon, delta, holdout, bounds, clip, lipschitz, lr, epochs,
+                    batch_size, lam, lam_core, tol, init_scale, offset, max_row_norm, max_core_norm, seed,
+                    reproducible, shape) -> None:
+    """Reject bad parameters before any work, naming them as the caller knows them (:func:`parameter_names`)."""
+    if perturbation not in pt.PERTURBATIONS:
+        raise ValueError(f"{_n('perturbation')} must be one of {pt.PERTURBATIONS}, got {perturbation!r}")
+    if model not in MODELS:
+        raise ValueError(f"{_n('model')} must be one of {sorted(MODELS)}, got {model!r}")
+    _check_int("rank", rank, 1, "a positive integer")
+    if perturbation == "none":
+        if epsilon is not None:
+            raise ValueError(f"{_n('epsilon')} {epsilon} given without a perturbation: the fit would not be private. "
+                             f"Choose {_n('perturbation')} input or gradient (or drop {_n('epsilon')})")
+    else:
+        if epsilon is None:
+            raise ValueError(f"{_n('perturbation')} {perturbation} needs {_n('epsilon')} (the privacy budget ε > 0)")
+        check_epsilon(epsilon, _n("epsilon"))
+    if delta is not None:
+        if perturbation != "gradient":
+            raise ValueError(f"{_n('delta')} applies only to {_n('perturbation')} gradient (got {perturbation}): "
+                             f"drop {_n('delta')}")
+        check_delta(delta, _n("delta"))
+    if reproducible and seed is None:
+        raise ValueError(f"{_n('reproducible')} needs {_n('seed')}")
+    if seed is not None:
+        _check_int("seed", seed, 0, "a non-negative integer")
+    if isinstance(holdout, bool) or not isinstance(holdout, (int, float, np.integer, np.floating)) \
+            or not 0.0 <= holdout < 1.0:
+        raise ValueError(f"{_n('holdout')} must be in [0, 1), got {holdout!r}")
+    for name, v in (("lr", lr), ("init_scale", init_scale), ("clip", clip), ("lipschitz", lipschitz)):
+        _check_real(name, v, strict=True)
+    for name, v in (("lam", lam), ("lam_core", lam_core), ("tol", tol)):
+        if v is not None:
+            _check_real(name, v, strict=False)
+    _check_int("epochs", epochs, 1, "an integer ≥ 1")
+    _check_int("batch_size", batch_size, 1, "an integer ≥ 1")
+    if perturbation in ("gradient", "gradient-paper", "output") and tol > 0:
+        raise ValueError(f"{_n('tol')} > 0 stops on the private objective, a data-dependent choice: not allowed "
+                         f"with {_n('perturbation')} {perturbation} (use a fixed number of {_n('epochs')})")
+    if offset is not None and (isinstance(offset, bool) or not isinstance(offset, (int, float, np.integer,
+                                                                                   np.floating))
+                               or not math.isfinite(offset)):
+        raise ValueError(f"{_n('offset')} must be a finite number, got {offset!r}")
+    for name, v in (("max_row_norm", max_row_norm), ("max_core_norm", max_core_norm)):
+        if v is not None and not (isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+                                  and v > 0):
+            raise ValueError(f"{_n(name)} must be a number > 0 (inf: no projection), got {v!r}")
+    if bounds is not None:
+        pt.check_bounds(bounds, _n("bounds"))
+    if shape is not None:
+        try:
+            ok = len(shape) == 3 and all(isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n > 0
+                                         for n in shape)
+        except TypeError:
+            ok = False
+        if not ok:
+            raise ValueError(f"{_n('shape')} must be three positive integers, got {shape!r}")
+
+
+def _check_int(name: str, value, minimum: int, what: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"{_n(name)} must be {what}, got {value!r}")
+
+
+def _check_real(name: str, value, strict: bool) -> None:
+    ok = (not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating))
+          and math.isfinite(value) and (value > 0 if strict else value >= 0))
+    if not ok:
+        raise ValueError(f"{_n(name)} must be a finite number {'> 0' if strict else '≥ 0'}, got {value!r}")
+
+
+def _check_rank_for_shape(model: str, rank: int, shape: tuple) -> None:
+    """Tucker: refuse a core larger than a dimension. CP: warn above the largest rank a tensor of this shape has."""
+    if model == "tucker" and rank > min(shape):
+        mode = int(np.argmin(shape))
+        raise ValueError(f"{_n('rank')} {rank} exceeds the tensor's size {shape[mode]} in mode {mode + 1} (shape "
+                         f"{tuple(shape)}): a Tucker core larger than the tensor is over-parameterised; use "
+                         f"{_n('rank')} ≤ {min(shape)}")
+    n1, n2, n3 = shape
+    max_rank = min(n1 * n2, n1 * n3, n2 * n3)   # every n1×n2×n3 tensor is a sum of that many rank-one terms
+    if model == "cp" and rank > max_rank:
+        warnings.warn(f"{_n('rank')} {rank} exceeds the largest CP rank of any {n1}×{n2}×{n3} tensor "
+                      f"(≤ min(n1·n2, n1·n3, n2·n3) = {max_rank}): the extra components are redundant",
+                      UserWarning, stacklevel=3)
+
+
+def _resolve_offset(offset, bounds, perturbation: str, train: Observations) -> tuple[float, str]:
+    """The offset of a fit and where it comes from (a private fit's offset is always public)."""
+    if offset is not None:
+        return float(offset), "given"
+    if bounds is not None:
+        return (bounds[0] + bounds[1]) / 2.0, "midpoint of the declared bounds"
+    if perturbation == "none":
+        return float(np.mean(train.values)), "mean of the training values (non-private fit)"
+    return 0.0, ("default 0: neither an offset nor bounds were declared, and a private fit does not compute one "
+                 "from the data")
+
+
 def _projection_radii(model: str, rank: int, perturbation: str, bounds, offset: float, max_row_norm,
                       max_core_norm) -> dict:
     """The public projection radii of a fit, where they come from, and the privacy report's sentence on them."""
-    for name, v in (("max_row_norm", max_row_norm), ("max_core_norm", max_core_norm)):
-        if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0):
-            raise ValueError(f"{name} must be a number > 0 (math.inf: no projection), got {v!r}")
     B = None
     if bounds is not None:
         lo, hi = pt.check_bounds(bounds)
@@ -369,7 +592,3 @@ def _projection_radii(model: str, rank: int, perturbation: str, bounds, offset: 
     return {"max_row_norm": max_row_norm, "max_core_norm": max_core_norm, "source": source, "warn": False,
             "statement": f"projection after every step ({source}): {what}; {why}"}
 
-
-def _check_positive(name: str, value) -> None:
-    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")

@@ -88,8 +88,20 @@ def validate_entries(shape, idx: np.ndarray, values: np.ndarray, source: str = "
 
 
 def from_dense(tensor: np.ndarray, source: str = "tensor") -> Observations:
-    """Observations from a dense 3-way array with NaN at the missing entries."""
-    tensor = np.asarray(tensor, dtype=float)
+    """Observations from a dense 3-way array with NaN at the missing entries.
+
+    Raises
+    ------
+    ValueError
+        Complex or non-numeric values, not 3-way, infinite entries, no observed entry.
+    """
+    tensor = np.asarray(tensor)
+    if np.iscomplexobj(tensor):
+        raise ValueError(f"{source}: complex values (dtype {tensor.dtype}) are not supported: completion fits real "
+                         "tensors; pass the real part (np.real) or the magnitude explicitly if that is what you mean")
+    if tensor.dtype == bool or not (np.issubdtype(tensor.dtype, np.number)):
+        raise ValueError(f"{source}: expected a numeric array, got dtype {tensor.dtype}")
+    tensor = tensor.astype(float)
     if tensor.ndim != 3:
         raise ValueError(f"{source}: expected a 3-way tensor, got {tensor.ndim} dimensions {tensor.shape}")
     if np.isinf(tensor).any():

@@ -60,11 +60,18 @@ class PrivacyReport:
     not_private_because : tuple of str
         Why no guarantee is claimed (empty when ``private``).
     not_covered : tuple of str
-        Reported quantities the guarantee does not cover.
+        Reported quantities the guarantee does not cover, each as
+        ``"<path in report.json>: why"`` (e.g. ``"test_rmse: ..."``,
+        ``"convergence.objective: ..."``). Every other field of the report is
+        public or a post-processing of the noisy release.
     noise : dict
         Mechanism parameters (sensitivity, noise scale, ...).
     ledger : tuple of dict
         Every release: mechanism, sensitivity, noise scale, count, (ε, δ).
+    not_released : tuple of str
+        Diagnostics computed from the private values without noise that a
+        fit under this mechanism leaves out of its report (so that they need
+        no coverage), as ``"<path>: what"``.
     """
 
     perturbation: str
@@ -78,11 +85,12 @@ class PrivacyReport:
     not_covered: tuple
     noise: dict = field(default_factory=dict)
     ledger: tuple = ()
+    not_released: tuple = ()
 
     def to_dict(self) -> dict:
         """JSON-ready dictionary."""
         d = asdict(self)
-        for key in ("assumptions", "not_private_because", "not_covered", "ledger"):
+        for key in ("assumptions", "not_private_because", "not_covered", "ledger", "not_released"):
             d[key] = list(d[key])
         return d
 
@@ -190,7 +198,7 @@ def dpsgd_report(noise_multiplier: float, clip: float, epochs: int, steps: int, 
             f"tight accounting: PLD (dp-accounting) ε = {eps_pld:.6g}; RDP gives ε = {eps_rdp:.6g}"),
         not_private_because=(),
         not_covered=("test_rmse: computed from the held-out private values without noise",
-                     "trace.objective: computed from the private training values without noise"),
+                     "convergence.objective: computed from the private training values without noise"),
         noise={"mechanism": "gaussian", "clip": clip, "sensitivity_l2": 2 * clip,
                "noise_multiplier": noise_multiplier, "noise_std": noise_multiplier * 2 * clip,
                "target_epsilon": target_epsilon, "epsilon_pld": eps_pld, "epsilon_rdp": eps_rdp,
@@ -278,11 +286,12 @@ def none_report() -> PrivacyReport:
                          not_covered=("everything",))
 
 
-def check_bounds(bounds) -> tuple[float, float]:
-    """Require declared bounds ``(lo, hi)``, finite with lo < hi."""
-    if bounds is None or len(bounds) != 2:
-        raise ValueError(f"bounds must be a pair (lo, hi), got {bounds!r}")
-    lo, hi = float(bounds[0]), float(bounds[1])
+def check_bounds(bounds, name: str = "bounds") -> tuple[float, float]:
+    """Require declared bounds ``(lo, hi)``, finite with lo < hi (errors call them ``name``)."""
+    try:
+        lo, hi = (float(b) for b in bounds)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a pair of numbers (lo, hi), got {bounds!r}") from None
     if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-        raise ValueError(f"bounds must be finite with lo < hi, got ({lo}, {hi})")
+        raise ValueError(f"{name} must be finite with lo < hi, got ({lo}, {hi})")
     return lo, hi

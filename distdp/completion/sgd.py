@@ -34,13 +34,19 @@ Choices the paper leaves open (SPEC §6), made here:
   a public input (adaptive composition). It bounds every prediction:
   |x̂_e| ≤ ‖a_i‖‖b_j‖‖c_k‖ ≤ r³ (CP, Cauchy–Schwarz on Σ_r a_r b_r c_r) and
   |x̂_e| = |G ×1 a_i ×2 b_j ×3 c_k| ≤ ‖G‖_F ‖a_i‖‖b_j‖‖c_k‖ ≤ g r³ (Tucker).
-- **Divergence.** A non-finite objective raises :class:`FloatingPointError`.
-  A finite blow-up is recorded, not acted on: ``SGDTrace.diverged_pass`` is
-  the first pass whose objective exceeds ``divergence_factor`` times the
-  objective of the all-zero model (the all-offset predictor once the public
-  offset is subtracted, f₀ = Σ x_e²). The run still takes its fixed number of
-  passes (stopping on the private objective would be a data-dependent
-  choice); the flag is computed from the private values without noise.
+- **Divergence.** Non-finite iterates raise :class:`SGDDivergedError` (a
+  ``ValueError``). With the noisy rules the test looks at the iterates only
+  (a post-processing of the released noisy steps); with :class:`PlainRule` a
+  non-finite objective raises too. A finite blow-up is recorded, not acted
+  on: ``SGDTrace.diverged_pass`` is the first pass whose objective exceeds
+  ``divergence_factor`` times the larger of the objective of the all-zero
+  model (the all-offset predictor once the offset is subtracted,
+  f₀ = Σ x_e²) and that of the initial model (so that data the offset fits
+  exactly, f₀ ≈ 0, do not flag every run).
+  The run still takes its fixed number of passes (stopping on the private
+  objective would be a data-dependent choice); the flag is computed from the
+  values SGD was given without further noise (raw private values under the
+  gradient rules: not covered by their guarantee).
 
 Gradient rules:
 
@@ -89,6 +95,24 @@ from distdp.privacy.mechanisms import l2_vector_noise
 MODELS: dict[str, ModuleType] = {"cp": cp, "tucker": tucker}
 
 
+class SGDDivergedError(ValueError, FloatingPointError):
+    """The SGD iterates (or, without noise, the objective) became non-finite.
+
+    A ``ValueError`` (bad settings for the data: learning rate too large for
+    the scale of the values, no offset) and, for backward compatibility, a
+    ``FloatingPointError``.
+
+    Attributes
+    ----------
+    epoch : int
+        The pass in which it happened (1-based).
+    """
+
+    def __init__(self, message: str, epoch: int):
+        super().__init__(message)
+        self.epoch = epoch
+
+
 @dataclass(frozen=True)
 class SGDConfig:
     """Hyper-parameters of the SGD (paper §5.1 defaults for CP).
@@ -116,8 +140,9 @@ class SGDConfig:
         Public radius g of the Frobenius ball the Tucker core is projected
         onto. None (or inf): no core projection. Ignored for CP.
     divergence_factor : float
-        A pass whose objective exceeds this factor times the all-zero model's
-        objective is recorded as diverged (``SGDTrace.diverged_pass``).
+        A pass whose objective exceeds this factor times the larger of the
+        all-zero model's and the initial model's objective is recorded as
+        diverged (``SGDTrace.diverged_pass``).
     """
 
     lr: float = 0.005
@@ -201,12 +226,15 @@ class SGDTrace:
     converged : bool
         Stopped by ``tol`` before ``epochs``.
     seconds : float
-    clipped_fraction : float
+    clipped_fraction : float or None
         Share of per-entry gradients that clipping shortened (0 for PlainRule).
-    zero_objective : float
-        Objective of the all-zero model (the all-offset predictor), Σ x_e².
+        None when withheld (:func:`distdp.completion.complete` withholds it
+        under the sound gradient perturbation: it counts raw private values).
+    zero_objective : float or None
+        Objective of the all-zero model (the all-offset predictor), Σ x_e²
+        over the values SGD was given. None when withheld (as above).
     diverged_pass : int or None
-        First pass whose objective exceeded ``divergence_factor`` × ``zero_objective``.
+        First pass whose objective exceeded ``divergence_factor`` × max(``zero_objective``, ``objective[0]``).
     """
 
     epochs_run: int
@@ -215,8 +243,8 @@ class SGDTrace:
     step_norm: tuple
     converged: bool
     seconds: float
-    clipped_fraction: float = 0.0
-    zero_objective: float = float("nan")
+    clipped_fraction: Optional[float] = 0.0
+    zero_objective: Optional[float] = float("nan")
     diverged_pass: Optional[int] = None
 
     @property
@@ -424,9 +452,11 @@ def run_sgd(model_name: str, train: Observations, rank: int, cfg: SGDConfig, rng
 
     Raises
     ------
-    FloatingPointError
-        The iterates became non-finite (learning rate too large for the data scale).
-        A finite blow-up does not raise: see ``SGDTrace.diverged_pass``.
+    SGDDivergedError
+        The iterates became non-finite, or (PlainRule) the objective did
+        (learning rate too large for the data scale). A ``ValueError`` and a
+        ``FloatingPointError``. A finite blow-up does not raise: see
+        ``SGDTrace.diverged_pass``.
     """
     if model_name not in MODELS:
         raise ValueError(f"model must be one of {sorted(MODELS)}, got {model_name!r}")
@@ -443,7 +473,22 @@ def run_sgd(model_name: str, train: Observations, rank: int, cfg: SGDConfig, rng
     idx, x = train.idx, train.values
     zero_objective = float(x @ x)
     f = model.objective(factors, idx, x, cfg.lam, cfg.lam_core)
+    with np.errstate(over="ignore", invalid="ignore"):   # a blow-up is detected in _passes and raised with advice
+        factors, objective, step_norm, steps, clipped, converged, diverged_pass = _passes(
+            model, factors, prob, cfg, rule, rng, noise_rng, progress, step, f, zero_objective)
+    trace = SGDTrace(epochs_run=len(step_norm), steps=steps, objective=tuple(objective), step_norm=tuple(step_norm),
+                     converged=converged, seconds=time.perf_counter() - t0,
+                     clipped_fraction=clipped / max(1, len(step_norm) * train.n), zero_objective=zero_objective,
+                     diverged_pass=diverged_pass)
+    return tuple(factors), trace
+
+
+def _passes(model, factors, prob, cfg, rule, rng, noise_rng, progress, step, f, zero_objective):
+    """The passes of :func:`run_sgd`; returns the final factors and the trace's raw lists and counts."""
+    train = prob.obs
+    idx, x = train.idx, train.values
     objective, step_norm, steps, clipped, converged, diverged_pass = [f], [], 0, 0, False, None
+    blowup = cfg.divergence_factor * max(zero_objective, f)
     for epoch in range(1, cfg.epochs + 1):
         before = [F.copy() for F in factors]
         perm = rng.permutation(train.n)
@@ -456,10 +501,13 @@ def run_sgd(model_name: str, train: Observations, rank: int, cfg: SGDConfig, rng
             steps += 1
             clipped += n_clip
         f_new = model.objective(factors, idx, x, cfg.lam, cfg.lam_core)
-        if not np.isfinite(f_new):
-            raise FloatingPointError(f"SGD diverged in pass {epoch} (lr={cfg.lr}, batch_size={cfg.batch_size}): "
-                                     "lower the learning rate or the batch size, or rescale the values")
-        if diverged_pass is None and f_new > cfg.divergence_factor * zero_objective:
+        # noisy rules: test the iterates (released, noisy) only, never the raw-value objective
+        blown = (not all(np.isfinite(F).all() for F in factors)) or (isinstance(rule, PlainRule)
+                                                                    and not np.isfinite(f_new))
+        if blown:
+            raise SGDDivergedError(f"SGD diverged in pass {epoch} (lr={cfg.lr}, batch_size={cfg.batch_size}): "
+                                   "lower the learning rate or the batch size, or rescale the values", epoch)
+        if diverged_pass is None and f_new > blowup:
             diverged_pass = epoch
         step_norm.append(float(np.sqrt(sum(np.sum((F - G) ** 2) for F, G in zip(factors, before)))))
         objective.append(f_new)
@@ -469,8 +517,4 @@ def run_sgd(model_name: str, train: Observations, rank: int, cfg: SGDConfig, rng
             converged = True
             break
         f = f_new
-    trace = SGDTrace(epochs_run=len(step_norm), steps=steps, objective=tuple(objective), step_norm=tuple(step_norm),
-                     converged=converged, seconds=time.perf_counter() - t0,
-                     clipped_fraction=clipped / max(1, len(step_norm) * train.n), zero_objective=zero_objective,
-                     diverged_pass=diverged_pass)
-    return tuple(factors), trace
+    return factors, objective, step_norm, steps, clipped, converged, diverged_pass
