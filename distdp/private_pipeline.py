@@ -166,6 +166,14 @@ def _release_counts(backend, config, noise, n_total):
     return n_hat, tokens_hat, c1, c2
 
 
+def _spectral_remedy(d: int, k: int) -> str:
+    """What a user can change when the spectral stage's budget cannot be met on ``d`` words."""
+    smaller = max(k, min(d // 2, 40 * k))
+    return (f"Use a larger epsilon, more documents, a smaller k, a smaller working vocabulary (this stage ran on "
+            f"{d} words; e.g. --working-vocab {smaller}, the whitening noise grows with √words while the frequent "
+            f"words carry most of the signal) or, with a refinement, a smaller --refine-budget.")
+
+
 def _private_whitening(backend, d, k, p, coef, n_hat, m1, m1_var, c2, config, noise, rng, st):
     """Noisy subspace iteration on ``M2 = E2 − a2 M̂1M̂1ᵀ + a2 v I``; returns (Whitening, E2(W,W))."""
     sens = math.sqrt(2.0) * c2
@@ -183,17 +191,14 @@ def _private_whitening(backend, d, k, p, coef, n_hat, m1, m1_var, c2, config, no
         wh = whitening.top_k_from_symmetric(vals, Q @ vecs, k)
     except ValueError as err:
         raise ValueError(f"the privacy budget cannot be met: the noisy second moment does not support k={k} "
-                         f"topics ({err}). Use a larger epsilon, more documents, a smaller k or (with EM "
-                         f"refinement) a smaller refine_budget.") from None
+                         f"topics ({err}). {_spectral_remedy(d, k)}") from None
     noise_level = lda_private.whitening_noise_level(noise.plan["m2_whitening"].multiplier * sens / n_hat, d, p,
                                                     coef.a2 * m1_var)
     if wh.eigenvalues[-1] <= noise_level:
         raise ValueError(
             f"the privacy budget cannot be met: the k-th eigenvalue of the noisy second moment, "
             f"{wh.eigenvalues[-1]:.3g}, is below the spectral norm of its noise, ≈ {noise_level:.3g} "
-            f"(2σ(√d + √p) + a2·v, public), so the top-{k} subspace would be noise. Use a larger epsilon, more "
-            f"documents, a smaller (working) vocabulary, a smaller k or (with EM refinement) a smaller "
-            f"refine_budget.")
+            f"(2σ(√d + √p) + a2·v, public), so the top-{k} subspace would be noise. {_spectral_remedy(d, k)}")
     V = vecs[:, np.argsort(vals)[::-1][:k]]
     E = 0.5 * (Q.T @ e2q + (Q.T @ e2q).T)
     e2w = (V.T @ E @ V) / np.sqrt(np.outer(wh.eigenvalues, wh.eigenvalues))

@@ -586,9 +586,12 @@ def test_bad_private_parameters(corpus_p, kwargs, needle):
 
 def test_budget_that_cannot_be_met_fails_clearly():
     c = sample_corpus(300, 200, 5, np.random.default_rng(8))
-    with pytest.raises(ValueError, match="privacy budget cannot be met"):
+    with pytest.raises(ValueError, match="privacy budget cannot be met") as err:
         api.fit_lda(c.counts, 5, backend="local", epsilon=0.05, delta=1e-6, progress=False, seed=0,
                     reproducible=True)
+    # The spectral stage ran on all 200 words (100·k ≥ d): the message names the flags that help.
+    assert "ran on 200 words" in str(err.value) and "--working-vocab 100" in str(err.value)
+    assert "--refine-budget" in str(err.value)
 
 
 def test_cli_private_fit(tmp_path, capsys):
