@@ -9,9 +9,9 @@ from scipy import stats
 
 from distdp.privacy import accounting
 from distdp.tensor import forms
-from distdp.tensor.dp import (IMTIAZ_SARWATE, SYMMETRIC_ENTRY, GaussianReleaseNoise, private_power_method,
-                              replace_one_point)
-from distdp.tensor.power import EmpiricalMoment
+from distdp.tensor.dp import (IMTIAZ_SARWATE, SYMMETRIC_ENTRY, GaussianReleaseNoise, n_releases,
+                              private_power_method, replace_one_point)
+from distdp.tensor.power import EmpiricalMoment, default_n_restarts
 
 
 def sym_unit(d, i, j, k):
@@ -135,13 +135,35 @@ def test_tight_and_paper_accounting_report_the_certified_epsilon():
     assert tight.to_dict()["privacy"]["ledger"]["releases"][0]["count"] == 2 * 5 * 6
 
 
-def test_simultaneous_private_variant_counts_k_releases_per_iteration():
+def test_simultaneous_private_variant_counts_its_column_releases():
+    """K = k·L·(R+1) with restarts (the default for k < d, as Algorithm 3); k·(R+1) for L = 1."""
     rng = np.random.default_rng(6)
     V = np.linalg.qr(rng.standard_normal((6, 3)))[0]
-    res = private_power_method(forms.rank_one_sum([1e6, 8e5, 6e5], V), 3, epsilon=1.0, delta=1e-6,
-                               method="simultaneous", n_iters=10)
-    assert res.privacy.releases == 3 * 11 and res.method == "private-simultaneous"
+    T = forms.rank_one_sum([1e6, 8e5, 6e5], V)
+    res = private_power_method(T, 3, epsilon=1.0, delta=1e-6, method="simultaneous", n_iters=10)
+    L = default_n_restarts(3)
+    assert res.n_restarts == L and res.privacy.releases == 3 * L * 11 and res.method == "private-simultaneous"
+    assert res.privacy.releases == n_releases("simultaneous", 3, L, 10)
     assert np.min(np.max(np.abs(V.T @ res.eigenvectors), axis=1)) > 0.99
+    with pytest.warns(UserWarning, match="not to the k largest"):
+        one = private_power_method(T, 3, epsilon=1.0, delta=1e-6, method="simultaneous", n_restarts=1, n_iters=10)
+    assert one.privacy.releases == 3 * 11 and one.notes
+
+
+def test_private_run_on_a_huge_tensor_is_not_rescaled_and_still_works(monkeypatch):
+    """max|T| is data: the private path must not rescale by it; overflow-safe norms keep it correct."""
+    from distdp.tensor.power import ExplicitTensor
+
+    def refuse(self):
+        raise AssertionError("a private run rescaled the tensor by the data-dependent max|T|")
+
+    monkeypatch.setattr(ExplicitTensor, "rescaled", refuse)
+    rng = np.random.default_rng(7)
+    V = np.linalg.qr(rng.standard_normal((5, 2)))[0]
+    T = forms.rank_one_sum([2e160, 1e160], V)
+    for method in ("robust", "simultaneous"):
+        res = private_power_method(T, 2, epsilon=1.0, delta=1e-6, n_restarts=4, n_iters=6, method=method)
+        np.testing.assert_allclose(np.sort(res.eigenvalues), [1e160, 2e160], rtol=1e-6)  # noise ~1e3 ≪ λ
 
 
 def test_private_mode_refuses_a_seed_and_reproducible_mode_says_not_private():

@@ -66,3 +66,24 @@ def test_clip_rows_bounds_every_norm_and_keeps_short_rows(rng, sparse):
     norms = np.linalg.norm(X, axis=1)
     np.testing.assert_allclose(np.linalg.norm(C, axis=1), np.minimum(norms, 1.5))
     np.testing.assert_allclose(C[norms <= 1.5], X[norms <= 1.5])
+
+
+def test_symmetry_tolerance_follows_the_dtype():
+    assert forms.symmetry_tolerance(np.float64) == 1e-8  # the previous default (≫ 64 eps64)
+    assert forms.symmetry_tolerance(np.int64) == 1e-8
+    assert forms.symmetry_tolerance(np.float32) == pytest.approx(64 * 2.0 ** -23)
+
+
+def test_a_tensor_symmetrised_in_float32_is_symmetric_at_float32_precision():
+    """Audit case: symmetrize() in float32 leaves ~1 ulp of asymmetry, which the float64 tolerance refused."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((1000, 12)).astype(np.float32)
+    M = np.einsum("ni,nj,nk->ijk", X, X, X) / np.float32(1000)  # a float32 moment, summed in float32
+    S = forms.symmetrize(rng.standard_normal((6, 6, 6)).astype(np.float32)).astype(np.float32)
+    for T in (M, S):
+        assert forms.is_symmetric(T)
+        assert forms.check_symmetric(T).dtype == np.float64
+    bad = S.copy()
+    bad[0, 1, 2] += np.float32(1e-3) * np.abs(S).max()  # an asymmetry far above float32 rounding
+    with pytest.raises(ValueError, match=r"s\.npy is not symmetric.*dtype float32"):
+        forms.check_symmetric(bad, name="s.npy")

@@ -17,7 +17,8 @@ and nothing is released twice (noise is never drawn in an actor).
 
 The in-process twins are :class:`distdp.tensor.power.EmpiricalMoment` and
 :class:`distdp.tensor.online.ShardedStream`: same shard split, same partial
-sums, same reduction order, hence identical results for the same seed.
+sums, same reduction order, hence the same results for the same seed up to rounding
+(Ray workers run BLAS on one thread, the driver on more).
 """
 from __future__ import annotations
 

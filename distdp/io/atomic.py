@@ -15,6 +15,9 @@ def atomic_directory(path: str | Path, overwrite: bool = False):
     The files are written into ``.<name>.tmp-<id>`` beside ``path`` and the
     directory is renamed into place when the block exits normally; on an
     exception the temporary directory is removed and ``path`` is untouched.
+    A replaced ``path`` (directory, or file) is moved aside and deleted once
+    the new one is in place, so no backup is left behind; if the final
+    rename fails, it is put back.
 
     Parameters
     ----------
@@ -35,16 +38,29 @@ def atomic_directory(path: str | Path, overwrite: bool = False):
     try:
         yield tmp
         _fsync_dir(tmp)
-        if path.exists():
+        if os.path.lexists(path):
             old = path.parent / f".{path.name}.old-{uuid.uuid4().hex[:8]}"
             os.replace(path, old)
-            os.replace(tmp, path)
-            shutil.rmtree(old, ignore_errors=True)
+            try:
+                os.replace(tmp, path)
+            except BaseException:
+                os.replace(old, path)  # put the previous output back
+                raise
+            _remove(old)
         else:
             os.replace(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _remove(path: Path) -> None:
+    """Delete the replaced output, whatever it is (directory, file, or symlink); best effort."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(OSError):
+            path.unlink()
 
 
 @contextlib.contextmanager

@@ -23,11 +23,15 @@ Neighbour notions (:class:`Neighbour`)
 Accounting
 ----------
 ``K`` Gaussian releases with multiplier ``m``: ``K = k·L·(R+1)`` for the
-robust method (L restarts, R iterations and one eigenvalue each). For the
-simultaneous variant one release is ``k`` vectors, each column ``j`` with
-its own noise ``m·Δ₁(u_j)``; the pair of output distributions is then a
-Gaussian with ``μ² ≤ Σ_j (Δ₁(u_j)/(mΔ₁(u_j)))² = k/m²`` — exactly ``k``
-composed releases — so ``K = k·(R+1)``.
+robust method (L restarts, R iterations and one eigenvalue each), and for
+the simultaneous variant with ``L > 1`` restarts (the same candidates and
+iterations, pipelined). A round of the simultaneous variant releases
+several columns at once, each column ``j`` with its own noise
+``m·Δ₁(u_j)``; the pair of output distributions is then a Gaussian with
+``μ² ≤ Σ_j (Δ₁(u_j)/(mΔ₁(u_j)))²`` = (number of columns)/m² — exactly that
+many composed releases. With ``L = 1`` (orthogonal iteration) ``K = k·(R+1)``.
+Which columns a round releases is fixed in advance (not data-dependent); the
+choice of the best candidates and the restarts are post-processing.
 
 - ``accounting="paper"``: ``m`` from the printed recipe of Alg. 3 line 2
   (:func:`distdp.privacy.accounting.paper_dp_tpm_recipe`), a reproduction;
@@ -135,11 +139,9 @@ def resolve_neighbour(neighbour, op) -> Neighbour:
 
 
 def n_releases(method: str, k: int, n_restarts: int, n_iters: int) -> int:
-    """``K``: ``k·L·(R+1)`` (robust, Alg. 3) or ``k·(R+1)`` (simultaneous)."""
-    if method == "robust":
+    """``K = k·L·(R+1)`` (robust, Alg. 3, and simultaneous; ``k·(R+1)`` for simultaneous with ``L = 1``)."""
+    if method in ("robust", "simultaneous"):
         return k * n_restarts * (n_iters + 1)
-    if method == "simultaneous":
-        return k * (n_iters + 1)
     raise ValueError(f"method must be 'robust' or 'simultaneous', got {method!r}")
 
 
@@ -239,7 +241,7 @@ def private_power_method(T_or_op, k: int, *, epsilon: float, delta: float, n_res
                          n_iters: int | None = None, accounting: str = "tight",
                          neighbour="symmetric-entry", method: str = "robust",
                          rng: np.random.Generator | None = None, reproducible: bool = False,
-                         rtol: float = 1e-8) -> power.PowerResult:
+                         rtol: float | None = None) -> power.PowerResult:
     """Differentially private tensor power method (paper Algorithm 3).
 
     Parameters
@@ -252,8 +254,9 @@ def private_power_method(T_or_op, k: int, *, epsilon: float, delta: float, n_res
     epsilon : float, > 0
     delta : float, in (0, 1)
     n_restarts, n_iters : int, optional
-        ``L`` and ``R`` (defaults of :func:`distdp.tensor.power.robust_power_method`);
-        both are public and fixed before the run.
+        ``L`` and ``R`` (defaults of :func:`distdp.tensor.power.robust_power_method`
+        or :func:`~distdp.tensor.power.simultaneous_power_method`); both are
+        public and fixed before the run.
     accounting : {"tight", "paper"}
         Noise from PLD calibration, or from the paper's recipe (reproduction).
     neighbour : str or Neighbour
@@ -266,8 +269,8 @@ def private_power_method(T_or_op, k: int, *, epsilon: float, delta: float, n_res
         "not private".
     reproducible : bool
         Allow a user-supplied (seeded) generator; no guarantee is claimed.
-    rtol : float
-        Symmetry tolerance of an explicit tensor.
+    rtol : float, optional
+        Symmetry tolerance of an explicit tensor (default by its dtype).
 
     Returns
     -------
@@ -291,10 +294,7 @@ def private_power_method(T_or_op, k: int, *, epsilon: float, delta: float, n_res
         L = power.resolve_restarts(n_restarts, k)
         R = power.resolve_iters(n_iters, d)
     elif method == "simultaneous":
-        if n_restarts not in (None, 1):
-            raise ValueError("the simultaneous method has no restarts (n_restarts must be None or 1)")
-        L = 1
-        R = power.resolve_iters(n_iters, d, factor=2)
+        L, R = power.resolve_simultaneous(n_restarts, n_iters, k, d)
     else:
         raise ValueError(f"method must be 'robust' or 'simultaneous', got {method!r}")
     K = n_releases(method, k, L, R)
@@ -304,13 +304,14 @@ def private_power_method(T_or_op, k: int, *, epsilon: float, delta: float, n_res
     if method == "robust":
         res = power.robust_power_method(op, k, n_restarts=L, n_iters=R, rng=gen, noise=noise)
     else:
-        res = power.simultaneous_power_method(op, k, n_iters=R, rng=gen, noise=noise)
+        res = power.simultaneous_power_method(op, k, n_restarts=L, n_iters=R, rng=gen, noise=noise)
     if noise.apply_releases + noise.value_releases != K:
         raise RuntimeError(f"released {noise.apply_releases + noise.value_releases} noisy values, accounted {K}")
 
     report = _report(epsilon, delta, K, m, nb, recipe, accounting, noise, private=not reproducible)
     return power.PowerResult(res.eigenvalues, res.eigenvectors, res.method, res.n_restarts, res.n_iters,
-                             res.n_applies, res.best_restart, res.restart_values, res.timings_s, report)
+                             res.n_applies, res.best_restart, res.restart_values, res.timings_s, report,
+                             notes=res.notes)
 
 
 def _report(epsilon, delta, K, m, nb: Neighbour, recipe, mode, noise: GaussianReleaseNoise,

@@ -12,11 +12,16 @@ sorted order, one row per point):
 - sparse rows: ``indices: list<int>`` and ``values: list<float>`` of equal
   lengths; d from the file metadata key ``distdp.dim`` or the ``dim``
   argument.
+
+Errors name the file and, for bad rows, the row; messages of
+:func:`decompose` name the CLI option (``--k``, ``--column``...), since the
+CLI prints them as they are.
 """
 from __future__ import annotations
 
 import json
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -24,14 +29,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import scipy.sparse as sp
 
-from distdp.io.atomic import atomic_directory
+from distdp.io.atomic import atomic_directory, check_output_dir
 from distdp.privacy import mechanisms
 from distdp.tensor import dp, forms, online, power
 
-__all__ = ["ParquetPointStream", "read_points", "load_tensor", "decompose", "write_points", "META_DIM"]
+__all__ = ["ParquetPointStream", "read_points", "load_tensor", "decompose", "write_points", "META_DIM",
+           "input_kind", "check_output_path", "delta_warning"]
 
 META_DIM = b"distdp.dim"
 DENSE_COLUMN, INDICES, VALUES = "x", "indices", "values"
+NPY_MAGIC, PARQUET_MAGIC = b"\x93NUMPY", b"PAR1"
 
 
 def _files(path) -> list[Path]:
@@ -39,11 +46,68 @@ def _files(path) -> list[Path]:
     if p.is_file():
         return [p]
     if p.is_dir():
-        files = sorted(f for f in p.glob("*.parquet") if not f.name.startswith("."))
+        files = sorted(f for f in p.iterdir()
+                       if f.is_file() and f.suffix.lower() == ".parquet" and not f.name.startswith("."))
         if files:
             return files
         raise FileNotFoundError(f"{p}: directory holds no .parquet files")
     raise FileNotFoundError(f"{p}: no such file or directory")
+
+
+def input_kind(path) -> str:
+    """``"tensor"`` (.npy) or ``"points"`` (parquet file or directory) for ``path``.
+
+    Dispatch is on the extension, case-insensitively (``.npy``, ``.parquet``);
+    a file with another extension is recognised by its magic bytes.
+
+    Raises
+    ------
+    FileNotFoundError
+        ``path`` does not exist.
+    ValueError
+        Any other format (``.npz``, ``.csv``, ...), naming the file.
+    """
+    p = Path(path)
+    if p.is_dir():
+        return "points"
+    if not p.exists():
+        raise FileNotFoundError(f"{p}: no such file or directory")
+    ext = p.suffix.lower()
+    if ext == ".npy":
+        return "tensor"
+    if ext == ".parquet":
+        return "points"
+    with open(p, "rb") as fh:
+        head = fh.read(6)
+    if head.startswith(NPY_MAGIC):
+        return "tensor"
+    if head.startswith(PARQUET_MAGIC):
+        return "points"
+    raise ValueError(f"{p}: unsupported input format {p.suffix or '(no extension)'!r}: expected a .npy symmetric "
+                     "tensor (numpy.save; not .npz) or parquet points (.parquet file or directory; convert a "
+                     "CSV with distdp.tensor.files.write_points)")
+
+
+def _list_value_type(t: pa.DataType):
+    """Value type of a list / large list / fixed-size list type, else None."""
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return t.value_type
+    return None
+
+
+def _is_number(t: pa.DataType) -> bool:
+    return pa.types.is_floating(t) or pa.types.is_integer(t)
+
+
+def _read_schema(f: Path) -> pa.Schema:
+    try:
+        return pq.read_schema(f)
+    except (pa.ArrowException, OSError) as exc:
+        raise ValueError(f"{f}: not a readable parquet file ({exc})") from None
+
+
+def _first_null(arr) -> int:
+    return int(np.flatnonzero(np.asarray(arr.is_null()))[0])
 
 
 class ParquetPointStream:
@@ -54,45 +118,103 @@ class ParquetPointStream:
     path : str or Path
         A parquet file or a directory of them.
     column : str, optional
-        Dense list column (default ``"x"``, or the only list column).
+        Dense vector column (``list``, ``large_list`` or ``fixed_size_list`` of
+        numbers). Default ``"x"``, or the only list column; sparse
+        ``indices``/``values`` columns are used when there is neither and no
+        ``column`` is given.
     dim : int, optional
-        Dimension of sparse rows when the files carry no ``distdp.dim`` metadata.
+        Dimension of sparse rows when the files carry no ``distdp.dim``
+        metadata; for dense rows (or with metadata) it must agree with the data.
     batch_size : int
         Rows per parquet read.
+
+    Raises
+    ------
+    ValueError
+        A missing column, a column of the wrong type, a ``dim`` that
+        disagrees; while reading, a null, ragged or non-finite row (naming the
+        file and row).
     """
 
     def __init__(self, path, column: str | None = None, dim: int | None = None, batch_size: int = 4096):
         self.files = _files(path)
-        schema = pq.read_schema(self.files[0])
+        f0 = self.files[0]
+        schema = _read_schema(f0)
         names = schema.names
-        self.sparse = INDICES in names and VALUES in names
+        if column is not None and column not in names:
+            raise ValueError(f"{f0}: column {column!r} (--column) does not exist; the columns are {names}")
+        self.sparse = column is None and INDICES in names and VALUES in names
         if self.sparse:
+            self._check_sparse_schema(f0, schema)
             meta = schema.metadata or {}
-            d = dim if dim is not None else (int(meta[META_DIM]) if META_DIM in meta else None)
+            meta_dim = int(meta[META_DIM]) if META_DIM in meta else None
+            if dim is not None and meta_dim is not None and int(dim) != meta_dim:
+                raise ValueError(f"{f0}: --dim {dim} disagrees with the file's '{META_DIM.decode()}' = {meta_dim}")
+            d = dim if dim is not None else meta_dim
             if d is None:
-                raise ValueError(f"{self.files[0]}: sparse rows need the dimension (metadata "
-                                 f"'{META_DIM.decode()}' or dim=)")
+                raise ValueError(f"{f0}: sparse rows need the dimension (metadata '{META_DIM.decode()}' or --dim)")
             self.dim = int(d)
             self.column = None
         else:
-            lists = [f.name for f in schema if pa.types.is_list(f.type) or pa.types.is_large_list(f.type)]
-            self.column = column or (DENSE_COLUMN if DENSE_COLUMN in names else (lists[0] if len(lists) == 1
-                                                                                 else None))
-            if self.column is None or self.column not in names:
-                raise ValueError(f"{self.files[0]}: no dense vector column (list<float> '{DENSE_COLUMN}') and no "
-                                 f"sparse '{INDICES}'/'{VALUES}' columns; columns are {names}")
-            first = pq.ParquetFile(self.files[0]).read_row_group(0, columns=[self.column]).column(0)
-            if len(first) == 0:
-                raise ValueError(f"{self.files[0]}: empty")
-            self.dim = len(first[0])
+            lists = [fl.name for fl in schema if _list_value_type(fl.type) is not None]
+            if column is None:
+                column = DENSE_COLUMN if DENSE_COLUMN in names else (lists[0] if len(lists) == 1 else None)
+            if column is None:
+                several = f"several list columns {lists}: choose one with --column; " if lists else ""
+                raise ValueError(f"{f0}: no dense vector column (list<double> '{DENSE_COLUMN}') and no sparse "
+                                 f"'{INDICES}'/'{VALUES}' columns; {several}the columns are {names}")
+            self.column = column
+            self._check_dense_schema(f0, schema)
+            self.dim = self._dense_dim(f0)
+            if dim is not None and int(dim) != self.dim:
+                raise ValueError(f"{f0}: --dim {dim} disagrees with the data: column '{column}' has {self.dim} "
+                                 "entries per row (--dim is for sparse rows without metadata)")
+        if self.dim < 1:
+            raise ValueError(f"{f0}: the points have dimension {self.dim}; need at least 1")
         self.num_rows = sum(pq.ParquetFile(f).metadata.num_rows for f in self.files)
         self.batch_size = int(batch_size)
         self._batches = self._iter_batches()
         self._pending = None
         self._row = 0
 
+    def _check_dense_schema(self, f: Path, schema: pa.Schema) -> None:
+        if self.column not in schema.names:
+            raise ValueError(f"{f}: column '{self.column}' is missing (the first file has it); the columns are "
+                             f"{schema.names}")
+        t = schema.field(self.column).type
+        vt = _list_value_type(t)
+        if vt is None or not _is_number(vt):
+            raise ValueError(f"{f}: column '{self.column}' has type {t}, expected a list of numbers "
+                             "(list<double>, one point per row)")
+
+    def _check_sparse_schema(self, f: Path, schema: pa.Schema) -> None:
+        for name, ok, want in ((INDICES, pa.types.is_integer, "list<int>"), (VALUES, _is_number, "list<double>")):
+            if name not in schema.names:
+                raise ValueError(f"{f}: column '{name}' is missing (the first file has sparse rows)")
+            t = schema.field(name).type
+            vt = _list_value_type(t)
+            if vt is None or not ok(vt):
+                raise ValueError(f"{f}: column '{name}' has type {t}, expected {want}")
+
+    def _dense_dim(self, f: Path) -> int:
+        """Entries per row: the list size, or the length of the first non-null row."""
+        t = _read_schema(f).field(self.column).type
+        if pa.types.is_fixed_size_list(t):
+            return int(t.list_size)
+        pf = pq.ParquetFile(f)
+        for g in range(pf.num_row_groups):
+            col = pf.read_row_group(g, columns=[self.column]).column(0)
+            for chunk in col.chunks:
+                valid = np.flatnonzero(~np.asarray(chunk.is_null()))
+                if valid.size:
+                    return len(chunk[int(valid[0])])
+        raise ValueError(f"{f}: has no points (no non-null rows in column '{self.column}')")
+
     def _iter_batches(self):
         for f in self.files:
+            if f != self.files[0]:
+                schema = _read_schema(f)
+                (self._check_sparse_schema if self.sparse else self._check_dense_schema)(f, schema)
             pf = pq.ParquetFile(f)
             cols = [INDICES, VALUES] if self.sparse else [self.column]
             first = 0
@@ -103,29 +225,52 @@ class ParquetPointStream:
     def _convert(self, batch: pa.RecordBatch, f: Path, first: int):
         if self.sparse:
             idx, val = batch.column(0), batch.column(1)
+            for name, arr in ((INDICES, idx), (VALUES, val)):
+                if arr.null_count:
+                    raise ValueError(f"{f}: row {first + _first_null(arr)}: column '{name}' is null")
             li, lv = np.diff(np.asarray(idx.offsets)), np.diff(np.asarray(val.offsets))
             bad = np.flatnonzero(li != lv)
             if bad.size:
                 raise ValueError(f"{f}: row {first + bad[0]}: '{INDICES}' and '{VALUES}' differ in length")
-            cols = np.asarray(idx.flatten(), dtype=np.int64)
-            vals = np.asarray(val.flatten(), dtype=float)
+            flat_i, flat_v = idx.flatten(), val.flatten()
+            row_of = np.repeat(np.arange(batch.num_rows), li)
+            for name, arr in ((INDICES, flat_i), (VALUES, flat_v)):
+                if arr.null_count:
+                    raise ValueError(f"{f}: row {first + row_of[_first_null(arr)]}: column '{name}' has a null entry")
+            cols = np.asarray(flat_i, dtype=np.int64)
+            vals = np.asarray(flat_v, dtype=float)
             out_of_range = np.flatnonzero((cols < 0) | (cols >= self.dim))
             if out_of_range.size:
-                row = int(np.repeat(np.arange(batch.num_rows), li)[out_of_range[0]])
+                row = int(row_of[out_of_range[0]])
                 raise ValueError(f"{f}: row {first + row}: column '{INDICES}' has an index outside [0, {self.dim})")
+            nonfinite = np.flatnonzero(~np.isfinite(vals))
+            if nonfinite.size:
+                raise ValueError(f"{f}: row {first + row_of[nonfinite[0]]}: column '{VALUES}' has a non-finite "
+                                 f"value ({vals[nonfinite[0]]})")
             X = sp.csr_matrix((vals, cols, np.asarray(idx.offsets) - idx.offsets[0].as_py()),
                               shape=(batch.num_rows, self.dim))
         else:
             col = batch.column(0)
-            lengths = np.diff(np.asarray(col.offsets))
+            if col.null_count:
+                raise ValueError(f"{f}: row {first + _first_null(col)}: column '{self.column}' is null")
+            if pa.types.is_fixed_size_list(col.type):
+                lengths = np.full(len(col), col.type.list_size)
+            else:
+                lengths = np.diff(np.asarray(col.offsets))
             bad = np.flatnonzero(lengths != self.dim)
             if bad.size:
                 raise ValueError(f"{f}: row {first + bad[0]}: column '{self.column}' has {lengths[bad[0]]} "
                                  f"entries, expected {self.dim}")
-            X = np.asarray(col.flatten(), dtype=float).reshape(batch.num_rows, self.dim)
-            vals = X
-        if not np.all(np.isfinite(vals.data if sp.issparse(vals) else vals)):
-            raise ValueError(f"{f}: rows {first}..{first + batch.num_rows - 1}: non-finite values")
+            flat = col.flatten()
+            if flat.null_count:
+                raise ValueError(f"{f}: row {first + _first_null(flat) // self.dim}: column '{self.column}' has a "
+                                 "null entry")
+            X = np.asarray(flat, dtype=float).reshape(batch.num_rows, self.dim)
+            nonfinite = np.flatnonzero(~np.all(np.isfinite(X), axis=1))
+            if nonfinite.size:
+                r = int(nonfinite[0])
+                raise ValueError(f"{f}: row {first + r}: column '{self.column}' has a non-finite value "
+                                 f"({X[r][~np.isfinite(X[r])][0]})")
         return X
 
     def read(self, m: int):
@@ -171,23 +316,87 @@ def write_points(path, X, row_group_size: int = 65536) -> None:
     pq.write_table(table, path, row_group_size=row_group_size)
 
 
-def load_tensor(path) -> np.ndarray:
-    """A symmetric d×d×d tensor from ``.npy`` (checked: cubic, finite, symmetric)."""
-    T = np.load(path, allow_pickle=False)
-    return forms.check_symmetric(T, name=f"input tensor {path}")
+def _read_npy(p: Path) -> np.ndarray:
+    """The array stored in ``.npy`` file ``p``, with errors naming the file."""
+    with open(p, "rb") as fh:
+        head = fh.read(6)
+    if not head.startswith(NPY_MAGIC):
+        raise ValueError(f"{p}: not a .npy file (no NumPy header); save the tensor with numpy.save")
+    try:
+        T = np.load(p, allow_pickle=False)
+    except ValueError as exc:
+        if "pickle" in str(exc):
+            raise ValueError(f"{p}: holds Python objects (dtype object), not a numeric array; refused (loading "
+                             "it would unpickle)") from None
+        raise ValueError(f"{p}: corrupt .npy file ({exc})") from None
+    except (OSError, EOFError) as exc:
+        raise ValueError(f"{p}: corrupt .npy file ({exc})") from None
+    if not isinstance(T, np.ndarray):
+        raise ValueError(f"{p}: not a single .npy array")
+    return T
 
 
-def _validate(k, epsilon, delta, n_restarts, n_iters, method, accounting) -> None:
+def _tensor_operator(path: Path, rtol: float | None) -> power.ExplicitTensor:
+    """:class:`~distdp.tensor.power.ExplicitTensor` of a ``.npy`` file, judged at its stored dtype."""
+    try:
+        return power.ExplicitTensor(_read_npy(path), rtol, name=f"input tensor {path}")
+    except ValueError as exc:
+        if "not symmetric" in str(exc):
+            raise ValueError(f"{exc} (--symmetry-tol)") from None
+        raise
+
+
+def load_tensor(path, rtol: float | None = None) -> np.ndarray:
+    """A symmetric d×d×d tensor from ``.npy`` (checked: real, cubic, finite, symmetric), as float64.
+
+    Parameters
+    ----------
+    path : path
+        A ``numpy.save`` file (any extension case; not ``.npz``).
+    rtol : float, optional
+        Symmetry tolerance relative to ``max |T|``; default by the stored dtype
+        (:func:`distdp.tensor.forms.symmetry_tolerance`: 1e-8 for float64,
+        ≈ 7.6e-6 for float32).
+
+    Raises
+    ------
+    ValueError
+        Not a ``.npy`` file, a corrupt one, an object / complex / non-numeric
+        array, not d×d×d, empty, non-finite, or not symmetric; the message
+        names the file.
+    """
+    p = Path(path)
+    return forms.check_symmetric(_read_npy(p), rtol, name=f"input tensor {p}")
+
+
+def _check_int(name: str, v, minimum: int = 1) -> None:
+    if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < minimum):
+        raise ValueError(f"{name} must be an integer ≥ {minimum}, got {v!r}")
+
+
+def _validate(k, epsilon, delta, n_restarts, n_iters, method, accounting, n_per_iter=None, clip=None,
+              symmetry_tol=None, dim=None, workers=2, eigenvalue="final") -> None:
     """Messages name the CLI option, since the CLI prints them as they are."""
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise ValueError(f"--k must be a positive integer, got {k!r}")
     for name, v in (("--restarts", n_restarts), ("--iters", n_iters)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1):
             raise ValueError(f"{name} must be a positive integer, got {v!r}")
+    _check_int("--n-per-iter", n_per_iter)
+    _check_int("--dim", dim)
+    _check_int("--workers", workers)
     if method not in ("robust", "simultaneous", "online"):
         raise ValueError(f"--method must be robust, simultaneous or online, got {method!r}")
     if accounting not in ("paper", "tight"):
         raise ValueError(f"--accounting must be paper or tight, got {accounting!r}")
+    if eigenvalue not in ("final", "paper"):
+        raise ValueError(f"--eigenvalue must be final or paper, got {eigenvalue!r}")
+    if n_per_iter is not None and method != "online":
+        raise ValueError("--n-per-iter applies to --method online only")
+    if clip is not None and not (np.isfinite(clip) and clip > 0):
+        raise ValueError(f"--clip must be finite and > 0, got {clip!r}")
+    if symmetry_tol is not None and not (np.isfinite(symmetry_tol) and symmetry_tol >= 0):
+        raise ValueError(f"--symmetry-tol must be finite and ≥ 0, got {symmetry_tol!r}")
     if epsilon is not None or delta is not None:
         if epsilon is None or delta is None:
             raise ValueError("a private run needs both --epsilon and --delta")
@@ -195,38 +404,66 @@ def _validate(k, epsilon, delta, n_restarts, n_iters, method, accounting) -> Non
         mechanisms.check_delta(delta, "--delta")
 
 
+def check_output_path(out, overwrite: bool = False) -> Path:
+    """Refuse ``--out`` before any work: an existing non-directory always, a non-empty directory
+    unless ``overwrite``."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise FileExistsError(f"--out {out} exists and is not a directory; refusing to replace it "
+                              "(even with --overwrite)")
+    try:
+        return check_output_dir(out, overwrite)
+    except FileExistsError:
+        raise FileExistsError(f"--out {out} already exists and is not empty (pass --overwrite to replace "
+                              "it)") from None
+
+
+def delta_warning(delta: float, n: int, unit: str) -> str | None:
+    """The warning for ``δ ≥ 1/n`` (a mechanism publishing one of the ``n`` units at random meets it)."""
+    if delta >= 1.0 / n:
+        return (f"--delta {delta:g} ≥ 1/n = {1.0 / n:.3g} for n = {n} {unit}: a mechanism that publishes one of "
+                "them at random satisfies it; use δ ≪ 1/n")
+    return None
+
+
 def decompose(input_path, k: int, out, *, n_restarts: int | None = None, n_iters: int | None = None,
               method: str = "robust", epsilon: float | None = None, delta: float | None = None,
               accounting: str = "tight", neighbour: str | None = None, clip: float | None = None,
               n_per_iter: int | None = None, eigenvalue: str = "final", seed: int | None = None,
               reproducible: bool = False, overwrite: bool = False, column: str | None = None,
-              dim: int | None = None, backend: str = "local", workers: int = 2) -> power.PowerResult:
+              dim: int | None = None, backend: str = "local", workers: int = 2,
+              symmetry_tol: float | None = None) -> power.PowerResult:
     """Decompose a ``.npy`` symmetric tensor or a parquet point file and write ``out`` atomically.
 
     ``out`` receives ``eigenvalues.npy`` (k,), ``eigenvectors.npy`` (d, k)
-    and ``report.json`` (parameters, timings, diagnostics and, for private
-    runs, the privacy report with the PLD-certified ε). On any error nothing
-    is left at ``out``.
+    and ``report.json`` (parameters, timings, diagnostics, warnings and, for
+    private runs, the privacy report with the PLD-certified ε). ``out`` is
+    checked before any work; on any error nothing is left at ``out``.
 
     Parameters
     ----------
     input_path : path
         ``*.npy`` tensor, or parquet points (decomposed: their raw third
-        moment ``(1/n) Σ x⊗x⊗x``, never formed).
+        moment ``(1/n) Σ x⊗x⊗x``, never formed). The extension decides,
+        case-insensitively; other formats are refused.
     k : int
     out : path
+        A directory (created); an existing file is refused.
     n_restarts, n_iters : int, optional
         ``L``, ``R`` (paper defaults otherwise).
     method : {"robust", "simultaneous", "online"}
         ``online`` needs parquet points and is not private.
     epsilon, delta : float, optional
-        Both given: the private power method (Algorithm 3).
+        Both given: the private power method (Algorithm 3). A warning is
+        issued when ``δ ≥ 1/n`` (``n`` points, or the ``C(d+2,3)`` distinct
+        entries a tensor neighbour changes).
     accounting : {"tight", "paper"}
     neighbour : str, optional
-        Default ``"symmetric-entry"`` for a tensor, ``"replace-one-point"``
-        for points (which then need ``clip``).
+        Private runs only. Default ``"symmetric-entry"`` for a tensor,
+        ``"replace-one-point"`` for points (which then need ``clip``).
     clip : float, optional
-        Row norm bound for points (public).
+        Public row-norm bound of the points; private runs on points only (a
+        non-private run would silently change the data, so it is refused).
     n_per_iter : int, optional
         Online: points per iteration (default: all rows / (k(R+1))).
     eigenvalue : {"final", "paper"}
@@ -234,42 +471,76 @@ def decompose(input_path, k: int, out, *, n_restarts: int | None = None, n_iters
     seed : int, optional
         Non-private runs: seed of the starting vectors. Private runs: only
         with ``reproducible=True`` (the report then says "not private").
+    column, dim : optional
+        Points only: dense vector column; dimension of sparse rows.
     backend : {"local", "ray"}
         Points only: shard actors on Ray (``workers`` shards).
+    symmetry_tol : float, optional
+        Tensor only: symmetry tolerance relative to ``max |T|`` (default by
+        the stored dtype, :func:`distdp.tensor.forms.symmetry_tolerance`).
+
+    Warns
+    -----
+    UserWarning
+        Large δ; the simultaneous method without restarts on ``k < d``.
+        Warnings are also listed in ``report.json`` under ``"warnings"``.
     """
     t_start = time.perf_counter()
-    _validate(k, epsilon, delta, n_restarts, n_iters, method, accounting)
+    _validate(k, epsilon, delta, n_restarts, n_iters, method, accounting, n_per_iter, clip, symmetry_tol, dim,
+              workers, eigenvalue)
     private = epsilon is not None
     if private and seed is not None and not reproducible:
         raise ValueError("--seed in a private run makes the noise reproducible: add --reproducible to accept "
                          "that the result is then not private")
+    if private and reproducible and seed is None:
+        raise ValueError("--reproducible needs --seed (the seed of the reproducible, not private, noise)")
     if private and method == "online":
         raise ValueError("--method online is not private; use robust or simultaneous with --epsilon")
+    if not private and neighbour is not None:
+        raise ValueError("--neighbour applies to private runs (with --epsilon and --delta)")
     if backend not in ("local", "ray"):
         raise ValueError(f"--backend must be local or ray, got {backend!r}")
+    check_output_path(out, overwrite)
     path = Path(input_path)
-    params = {"input": str(path), "k": k, "method": method, "n_restarts": n_restarts, "n_iters": n_iters,
-              "epsilon": epsilon, "delta": delta, "accounting": accounting if private else None,
-              "neighbour": neighbour, "clip": clip, "seed": seed, "backend": backend}
-    timings = {}
-    t0 = time.perf_counter()
-    op = None
-    cleanup = None
-    if path.suffix == ".npy":
+    kind = input_kind(path)
+    if kind == "tensor":
+        for flag, v in (("--clip", clip), ("--column", column), ("--dim", dim)):
+            if v is not None:
+                raise ValueError(f"{flag} applies to parquet points, not to a .npy tensor ({path})")
         if method == "online":
             raise ValueError("--method online reads points (parquet), not a .npy tensor")
         if backend != "local":
             raise ValueError("--backend ray applies to parquet points, not to a .npy tensor")
-        op = power.ExplicitTensor(load_tensor(path))
+    else:
+        if symmetry_tol is not None:
+            raise ValueError(f"--symmetry-tol applies to a .npy tensor, not to parquet points ({path})")
+        if clip is not None and not private:
+            raise ValueError("--clip applies to private runs on points (it bounds each point's norm for the "
+                             "replace-one-point neighbour); without --epsilon it would silently rescale the data "
+                             "and change the moment being decomposed — clip the points yourself if that is meant")
+    params = {"input": str(path), "k": k, "method": method, "n_restarts": n_restarts, "n_iters": n_iters,
+              "epsilon": epsilon, "delta": delta, "accounting": accounting if private else None,
+              "neighbour": neighbour, "clip": clip, "seed": seed, "backend": backend}
+    timings = {}
+    notes: list[str] = []
+    t0 = time.perf_counter()
+    op = None
+    cleanup = None
+    if kind == "tensor":
+        op = _tensor_operator(path, symmetry_tol)
         params["input_kind"] = "tensor"
+        params["symmetry_tol"] = symmetry_tol
         nb_default = "symmetric-entry"
+        n_units, unit = mechanisms.n_unique_entries(op.dim), "distinct tensor entries (the unit a neighbour changes)"
     else:
         params["input_kind"] = "points"
         nb_default = "replace-one-point"
         if method == "online":
             stream = ParquetPointStream(path, column, dim)
+            n_units = stream.num_rows
         else:
             X = read_points(path, column, dim)
+            n_units = X.shape[0]
             if private and (neighbour or nb_default) == "replace-one-point" and clip is None:
                 raise ValueError("--clip is required for private decomposition of points (neighbours replace "
                                  "one point; its norm bound must be public)")
@@ -284,14 +555,20 @@ def decompose(input_path, k: int, out, *, n_restarts: int | None = None, n_iters
                 cleanup = op.shutdown
             else:
                 op = power.EmpiricalMoment(parts, clip_bound=clip)
+        unit = "points"
     timings["read_s"] = time.perf_counter() - t0
-    d = int(op.dim if op is not None else stream.dim)
-    if k > d:
-        raise ValueError(f"--k = {k} exceeds the dimension d = {d}")
-
-    rng = np.random.default_rng(seed) if (seed is not None) else None
-    t0 = time.perf_counter()
     try:
+        d = int(op.dim if op is not None else stream.dim)
+        if k > d:
+            raise ValueError(f"--k = {k} exceeds the dimension d = {d}")
+        if private:
+            msg = delta_warning(delta, n_units, unit)
+            if msg is not None:
+                notes.append(msg)
+                warnings.warn(msg, UserWarning, stacklevel=2)
+
+        rng = np.random.default_rng(seed) if (seed is not None) else None
+        t0 = time.perf_counter()
         if private:
             res = dp.private_power_method(op, k, epsilon=epsilon, delta=delta, n_restarts=n_restarts,
                                           n_iters=n_iters, accounting=accounting,
@@ -303,12 +580,18 @@ def decompose(input_path, k: int, out, *, n_restarts: int | None = None, n_iters
             n = n_per_iter if n_per_iter is not None else stream.num_rows // passes
             if n < 1:
                 raise ValueError(f"{stream.num_rows} points are too few for k = {k}, R = {R} (Algorithm 2 "
-                                 f"reads fresh points every iteration)")
+                                 f"reads fresh points every iteration: at least {passes} are needed)")
             params["n_per_iter"], params["eigenvalue"] = n, eigenvalue
-            res = online.online_power_method(stream, k, n_per_iter=n, n_restarts=n_restarts, n_iters=R,
-                                             rng=rng or np.random.default_rng(), eigenvalue=eigenvalue)
+            try:
+                res = online.online_power_method(stream, k, n_per_iter=n, n_restarts=n_restarts, n_iters=R,
+                                                 rng=rng or np.random.default_rng(), eigenvalue=eigenvalue)
+            except ValueError as exc:
+                if "ran out" in str(exc) and n_per_iter is not None:
+                    raise ValueError(f"--n-per-iter {n_per_iter}: {exc}") from None
+                raise
         elif method == "simultaneous":
-            res = power.simultaneous_power_method(op, k, n_iters=n_iters, rng=rng or np.random.default_rng())
+            res = power.simultaneous_power_method(op, k, n_restarts=n_restarts, n_iters=n_iters,
+                                                  rng=rng or np.random.default_rng())
         else:
             res = power.robust_power_method(op, k, n_restarts=n_restarts, n_iters=n_iters,
                                             rng=rng or np.random.default_rng())
@@ -316,12 +599,13 @@ def decompose(input_path, k: int, out, *, n_restarts: int | None = None, n_iters
         if cleanup is not None:
             cleanup()
     timings["decompose_s"] = time.perf_counter() - t0
+    notes.extend(res.notes)
 
     with atomic_directory(out, overwrite=overwrite) as tmp:
         np.save(tmp / "eigenvalues.npy", res.eigenvalues)
         np.save(tmp / "eigenvectors.npy", res.eigenvectors)
         timings["total_s"] = time.perf_counter() - t_start
         report = {"parameters": params, "dim": d, "result": res.to_dict(), "timings": timings,
-                  "private": bool(private and res.privacy.private)}
+                  "private": bool(private and res.privacy.private), "warnings": notes}
         (tmp / "report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False))
     return res

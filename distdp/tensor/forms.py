@@ -23,8 +23,14 @@ import scipy.sparse as sp
 __all__ = [
     "tensor_apply", "tensor_value", "moment_apply", "moment_value", "moment_partial",
     "deflation_apply", "deflation_value", "rank_one_sum", "symmetrize", "is_symmetric",
-    "check_symmetric", "empirical_moment", "clip_rows", "as_columns",
+    "check_symmetric", "symmetry_tolerance", "empirical_moment", "clip_rows", "as_columns",
+    "SYMMETRY_RTOL", "SYMMETRY_ULPS",
 ]
+
+#: Smallest relative symmetry tolerance (the historical default, kept for float64 input).
+SYMMETRY_RTOL = 1e-8
+#: Units of roundoff of the input's dtype allowed in ``max |T − T^σ| / max |T|``.
+SYMMETRY_ULPS = 64
 
 
 def as_columns(U: np.ndarray) -> np.ndarray:
@@ -37,11 +43,22 @@ def as_columns(U: np.ndarray) -> np.ndarray:
     return U
 
 
-def _check_cubic(T: np.ndarray) -> np.ndarray:
-    T = np.asarray(T, dtype=float)
+def _check_cubic(T: np.ndarray, name: str = "tensor") -> np.ndarray:
+    """``T`` as a float64 cubic array; ``ValueError`` naming ``name`` otherwise.
+
+    Complex input is refused (casting would silently drop the imaginary
+    part), as are non-numeric dtypes and an empty (d = 0) tensor.
+    """
+    T = np.asarray(T)
+    if np.iscomplexobj(T):
+        raise ValueError(f"{name} has complex entries (dtype {T.dtype}): a real symmetric tensor is required")
+    if T.dtype != bool and not np.issubdtype(T.dtype, np.number):
+        raise ValueError(f"{name} must be a numeric array, got dtype {T.dtype}")
     if T.ndim != 3 or not (T.shape[0] == T.shape[1] == T.shape[2]):
-        raise ValueError(f"tensor must be cubic d×d×d, got shape {T.shape}")
-    return T
+        raise ValueError(f"{name} must be cubic d×d×d, got shape {T.shape}")
+    if T.shape[0] == 0:
+        raise ValueError(f"{name} is empty (shape {T.shape})")
+    return np.asarray(T, dtype=float)
 
 
 def tensor_apply(T: np.ndarray, U: np.ndarray) -> np.ndarray:
@@ -165,25 +182,75 @@ def _asymmetry(T: np.ndarray) -> float:
     return max(float(np.max(np.abs(T - np.transpose(T, p)))) for p in ((1, 0, 2), (0, 2, 1)))
 
 
-def is_symmetric(T: np.ndarray, rtol: float = 1e-8) -> bool:
+def symmetry_tolerance(dtype) -> float:
+    """Default relative symmetry tolerance for a tensor stored in ``dtype``.
+
+    ``max(SYMMETRY_RTOL, SYMMETRY_ULPS · eps(dtype))``: 1e-8 for float64 and
+    integers, 64·2⁻²³ ≈ 7.6e-6 for float32, 0.0625 for float16.
+
+    Why: a tensor computed in its own precision (a rank-one sum, an empirical
+    moment, or ``symmetrize`` itself) holds ``T_ijk`` and ``T_jik`` as sums of
+    the same terms rounded in different orders, so they differ by up to
+    ``~2m·u·Σ|terms|`` for ``m`` terms (``u = eps/2``, the standard bound on
+    recursive summation). The float32 tensors we measured (rank-one sums, a
+    float32 ``symmetrize``, a 1000-point moment) differ by 0.15–1 eps of
+    ``max |T|``; 64 eps leaves room for longer sums with some cancellation,
+    while a genuinely non-symmetric tensor is asymmetric by O(max |T|). The
+    1e-8 floor keeps the previous (float64) behaviour: float64 moments
+    accumulate far more than 64 eps64 ≈ 1.4e-14.
+    """
+    dtype = np.dtype(dtype)
+    if np.issubdtype(dtype, np.floating):
+        return max(SYMMETRY_RTOL, SYMMETRY_ULPS * float(np.finfo(dtype).eps))
+    return SYMMETRY_RTOL
+
+
+def is_symmetric(T: np.ndarray, rtol: float | None = None) -> bool:
     """Whether ``max |T − T^σ| ≤ rtol · max |T|`` for all mode permutations σ.
 
-    The two transpositions (1,0,2) and (0,2,1) generate the symmetric group,
-    so checking them suffices.
+    ``rtol`` defaults to :func:`symmetry_tolerance` of ``T``'s dtype. The two
+    transpositions (1,0,2) and (0,2,1) generate the symmetric group, so
+    checking them suffices.
     """
+    rtol = symmetry_tolerance(np.asarray(T).dtype) if rtol is None else float(rtol)
     T = _check_cubic(T)
-    scale = float(np.max(np.abs(T))) if T.size else 0.0
-    return _asymmetry(T) <= rtol * scale
+    return _asymmetry(T) <= rtol * float(np.max(np.abs(T)))
 
 
-def check_symmetric(T: np.ndarray, rtol: float = 1e-8, name: str = "tensor") -> np.ndarray:
-    """Return ``T`` as a float array; raise ``ValueError`` naming it if not cubic and symmetric."""
-    T = _check_cubic(T)
+def check_symmetric(T: np.ndarray, rtol: float | None = None, name: str = "tensor") -> np.ndarray:
+    """``T`` as a float64 array; ``ValueError`` naming ``name`` if it is not real, cubic and symmetric.
+
+    Parameters
+    ----------
+    T : array_like, shape (d, d, d)
+        Real, finite, and symmetric to ``max |T − T^σ| ≤ rtol · max |T|``.
+    rtol : float, optional
+        Relative tolerance; default :func:`symmetry_tolerance` of ``T``'s
+        dtype (so a float32 tensor is judged at float32 precision).
+    name : str
+        How error messages call ``T`` (e.g. the file it came from).
+
+    Returns
+    -------
+    ndarray
+        ``T`` in float64 (not symmetrised: an asymmetry within the tolerance
+        is rounding of the input's precision, and the forms contract modes 2
+        and 3 of ``T`` as given).
+    """
+    dtype = np.asarray(T).dtype
+    rtol = symmetry_tolerance(dtype) if rtol is None else float(rtol)
+    if not (rtol >= 0 and np.isfinite(rtol)):
+        raise ValueError(f"symmetry tolerance must be finite and ≥ 0, got {rtol!r}")
+    T = _check_cubic(T, name)
     if not np.all(np.isfinite(T)):
-        raise ValueError(f"{name} has non-finite entries")
-    if not is_symmetric(T, rtol):
-        raise ValueError(f"{name} is not symmetric: max |T_ijk − T_jik|, |T_ijk − T_ikj| = "
-                         f"{_asymmetry(T):.3g} exceeds {rtol:g}·max|T| (symmetrize it first)")
+        bad = tuple(int(i) for i in np.argwhere(~np.isfinite(T))[0])
+        raise ValueError(f"{name} has non-finite entries (first at index {bad})")
+    asym = _asymmetry(T)
+    scale = float(np.max(np.abs(T)))
+    if asym > rtol * scale:
+        raise ValueError(f"{name} is not symmetric: max |T_ijk − T_jik|, |T_ijk − T_ikj| = {asym:.3g} = "
+                         f"{asym / scale:.3g}·max|T| exceeds the tolerance {rtol:.3g}·max|T| for dtype {dtype} "
+                         "(symmetrize it first, or raise the tolerance)")
     return T
 
 

@@ -24,7 +24,7 @@ Memory: the state is ``U`` (d×L), the accumulator (d×L) and ``V̂`` (d×k);
 points are read in chunks of ``chunk_size`` rows (default ``k + L``), so
 peak memory is O(d(k+L)) whatever ``n`` is (Proposition 3.1).
 
-Sources (pure in-memory; parquet readers are in :mod:`distdp.tensor.sources`,
+Sources (pure in-memory; parquet readers are in :mod:`distdp.tensor.files`,
 Ray shards in :mod:`distdp.distributed.stream`):
 
 - anything with ``dim`` and ``read(m)`` returning up to ``m`` rows (an
@@ -141,7 +141,7 @@ def sum_partials(parts, U):
     apply_sum = np.zeros(U.shape)
     value_sum = np.zeros(U.shape[1])
     count = 0
-    for a, v, c in parts:  # fixed (shard) order: reproducible sums
+    for a, v, c in parts:  # fixed (shard) order; each part is a BLAS product, equal across processes to rounding
         apply_sum = apply_sum + a
         value_sum = value_sum + v
         count += c
@@ -233,6 +233,7 @@ def online_power_method(stream, k: int, *, n_per_iter: int, n_restarts: int | No
             raise ValueError(f"the stream ran out after {points} points; Algorithm 2 with n = {n}, k = {k}, "
                              f"R = {R} needs {need}")
         batches += 1
+        power._check_finite(a, "the online batch sum Σ (xᵀu)² x")
         a /= n
         v /= n
         a -= forms.deflation_apply(lam[:i], V[:, :i], U)
