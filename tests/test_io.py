@@ -40,6 +40,8 @@ def test_round_trip_and_row_groups(tmp_path):
     ([[0, 1], [2, 3]], [[1, 1], [1]], "row 1: 'word_ids' has 2 entries but 'counts' has 1"),
     ([[0, 1], [4, 4]], [[1, 1], [1, 2]], "row 1: column 'word_ids': id 4 appears twice in the row"),
     ([[0, 1], None], [[1, 1], [1]], "row 1: column 'word_ids' is null"),
+    ([[0, 1], [2, None, 3]], [[1, 1], [1, 1, 1]], "row 1: column 'word_ids' has a null entry"),  # segfaulted
+    ([[0, 1], [2, 3]], [[1, 1], [None, 1]], "row 1: column 'counts' has a null entry"),
 ])
 def test_bad_rows_are_named(tmp_path, ids, counts, needle):
     f = write_rows(tmp_path / "bad.parquet", ids, counts)

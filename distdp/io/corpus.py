@@ -91,12 +91,14 @@ def partition(units: Sequence[Unit], n_parts: int) -> list[list[Unit]]:
 
 
 def _flat(column: pa.ChunkedArray | pa.Array):
-    """(lengths, flattened values as numpy, null mask) of a list column."""
+    """(lengths, flattened values as numpy, null-list mask, null-element mask) of a list column."""
     arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     lengths = pc.list_value_length(arr).to_numpy(zero_copy_only=False)
     nulls = np.asarray(arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)
-    values = pc.list_flatten(arr).to_numpy(zero_copy_only=False)
-    return np.nan_to_num(lengths.astype(np.float64), nan=0).astype(np.int64), values, nulls
+    flat = pc.list_flatten(arr)
+    element_nulls = np.asarray(flat.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    values = flat.to_numpy(zero_copy_only=False)
+    return np.nan_to_num(lengths.astype(np.float64), nan=0).astype(np.int64), values, nulls, element_nulls
 
 
 def table_to_csr(table: pa.Table, vocab_size: int, where: str = "corpus", first_row: int = 0) -> sp.csr_matrix:
@@ -110,8 +112,8 @@ def table_to_csr(table: pa.Table, vocab_size: int, where: str = "corpus", first_
         counts, repeated ids within a row.
     """
     check_schema(table.schema, where)
-    lid, ids, nid = _flat(table.column(WORD_IDS))
-    lct, cts, nct = _flat(table.column(COUNTS))
+    lid, ids, nid, eid = _flat(table.column(WORD_IDS))
+    lct, cts, nct, ect = _flat(table.column(COUNTS))
     n = table.num_rows
 
     def fail(local_row, msg):
@@ -125,6 +127,9 @@ def table_to_csr(table: pa.Table, vocab_size: int, where: str = "corpus", first_
         fail(r, f"{WORD_IDS!r} has {lid[r]} entries but {COUNTS!r} has {lct[r]}")
     indptr = np.concatenate([[0], np.cumsum(lid)])
     row_of = lambda pos: np.searchsorted(indptr, pos, side="right") - 1  # noqa: E731
+    for col, nulls in ((WORD_IDS, eid), (COUNTS, ect)):
+        if nulls.any():
+            fail(row_of(np.flatnonzero(nulls)[0]), f"column {col!r} has a null entry")
     bad = np.flatnonzero((ids < 0) | (ids >= vocab_size))
     if bad.size:
         fail(row_of(bad[0]), f"column {WORD_IDS!r}: id {ids[bad[0]]} is outside the vocabulary [0, {vocab_size})")
