@@ -492,21 +492,6 @@ def test_epsilon_sweep_runs_as_ray_tasks(ray_session):
 # ----------------------------------------------------------------------------- nothing unnoised in a private report
 
 
-def _leaves(d, prefix=""):
-    """Every field of a nested report as {"a.b.c": value} (lists are one leaf)."""
-    out = {}
-    for key, v in d.items():
-        path = f"{prefix}{key}"
-        out.update(_leaves(v, path + ".") if isinstance(v, dict) else {path: v})
-    return out
-
-
-def _covered_leaves(report):
-    """The report's fields minus those its privacy.not_covered lists (entries are "<path>: why")."""
-    skip = [c.split(":", 1)[0] for c in report["privacy"]["not_covered"]]
-    return {p: v for p, v in _leaves(report).items() if not any(p == s or p.startswith(s + ".") for s in skip)}
-
-
 def _neighbours(v_a, v_b, seed=0, shape=(6, 7, 8)):
     """Two tensors with values in [0, 1] that differ in the value of one observed entry only."""
     rng = np.random.default_rng(seed)
@@ -540,7 +525,7 @@ def test_input_report_has_nothing_from_raw_values_outside_not_covered():
     kw = dict(perturbation="input", epsilon=1.0, bounds=(0.0, 1.0), holdout=0.0, epochs=3, seed=5, reproducible=True)
     ra, rb = complete(a, 2, **kw).report(), complete(b, 2, **kw).report()
     assert ra["train_rmse"] != rb["train_rmse"]                    # the replay does see raw-value fields...
-    _assert_same(_covered_leaves(ra), _covered_leaves(rb))          # ...and every one of them is listed
+    _assert_same(pt.covered_fields(ra), pt.covered_fields(rb))          # ...and every one of them is listed
     assert "n_clamped" not in ra["config"] and any(s.startswith("config.n_clamped") for s in
                                                    ra["privacy"]["not_released"])
 
@@ -563,12 +548,12 @@ def test_gradient_report_has_nothing_from_raw_values_outside_not_covered():
     assert ra.trace.zero_objective is None and ra.trace.clipped_fraction is None
     ra, rb = ra.report(), rb.report()
     assert ra["train_rmse"] != rb["train_rmse"] and ra["convergence"]["objective"] != rb["convergence"]["objective"]
-    _assert_same(_covered_leaves(ra), _covered_leaves(rb), rtol=1e-9)
+    _assert_same(pt.covered_fields(ra), pt.covered_fields(rb), rtol=1e-9)
     for key in ("zero_objective", "clipped_fraction"):
         assert key not in ra["convergence"] and any(s.startswith(f"convergence.{key}:")
                                                     for s in ra["privacy"]["not_released"])
     a, b = _neighbours(0.2, 0.9)
-    ca, cb = (_covered_leaves(complete(d, 2, **kw).report()) for d in (a, b))
+    ca, cb = (pt.covered_fields(complete(d, 2, **kw).report()) for d in (a, b))
     assert ca.pop("convergence.step_norm") != cb.pop("convergence.step_norm")
     _assert_same(ca, cb)
 

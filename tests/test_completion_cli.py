@@ -10,6 +10,7 @@ import distdp.completion
 from distdp.cli import main
 from distdp.completion import from_dense
 from distdp.completion.io import write_coo_parquet
+from distdp.completion.perturbation import covered_fields
 
 
 def ratings(seed=0):
@@ -25,20 +26,6 @@ def run(capsys, *argv):
     rc = main(["complete", *map(str, argv), "--no-progress"])
     out, err = capsys.readouterr()
     return rc, out, err
-
-
-def leaves(d, prefix=""):
-    out = {}
-    for key, v in d.items():
-        path = f"{prefix}{key}"
-        out.update(leaves(v, path + ".") if isinstance(v, dict) else {path: v})
-    return out
-
-
-def covered(report):
-    """report.json's fields minus those under privacy.not_covered (entries are "<path>: why")."""
-    skip = [c.split(":", 1)[0] for c in report["privacy"]["not_covered"]]
-    return {p: v for p, v in leaves(report).items() if not any(p == s or p.startswith(s + ".") for s in skip)}
 
 
 def test_report_json_of_neighbours_differs_only_in_not_covered_fields(tmp_path, monkeypatch, capsys):
@@ -59,7 +46,7 @@ def test_report_json_of_neighbours_differs_only_in_not_covered_fields(tmp_path, 
         assert rc == 0
         reports.append(json.loads((tmp_path / name / "fit" / "report.json").read_text()))
         errs.append(err)
-    a, b = (covered(r) for r in reports)
+    a, b = (covered_fields(r) for r in reports)
     assert a.pop("convergence.step_norm") != b.pop("convergence.step_norm")
     assert a == b
     assert reports[0]["train_rmse"] != reports[1]["train_rmse"]      # the replay sees raw-value fields

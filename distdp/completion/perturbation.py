@@ -95,6 +95,32 @@ class PrivacyReport:
         return d
 
 
+def covered_fields(report: dict) -> dict:
+    """The fields of a ``report.json`` (:meth:`~distdp.completion.CompletionResult.report`) that its guarantee covers.
+
+    Parameters
+    ----------
+    report : dict
+        A completion report; ``report["privacy"]["not_covered"]`` lists
+        ``"<path>: why"`` entries (:class:`PrivacyReport`).
+
+    Returns
+    -------
+    dict
+        ``{"a.b.c": value}`` for every leaf of the nested report (a list is
+        one leaf) whose path is neither listed nor below a listed path.
+    """
+    def leaves(d, prefix=""):
+        out = {}
+        for key, v in d.items():
+            path = f"{prefix}{key}"
+            out.update(leaves(v, path + ".") if isinstance(v, dict) else {path: v})
+        return out
+
+    skip = [c.split(":", 1)[0] for c in report["privacy"]["not_covered"]]
+    return {p: v for p, v in leaves(report).items() if not any(p == s or p.startswith(s + ".") for s in skip)}
+
+
 # ----------------------------------------------------------------------------- input perturbation (Alg. 1)
 
 def input_perturbation(values: np.ndarray, bounds: tuple[float, float], epsilon: float, rng: np.random.Generator,
