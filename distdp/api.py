@@ -320,10 +320,8 @@ def _open_for_model(model: LDAModel, corpus, open_kw: dict, with_doc_ids: bool =
     """
     d = model.topic_word.shape[1]
     if not (sp.issparse(corpus) or isinstance(corpus, np.ndarray)):
-        try:
-            d_corpus, words = cio.resolve_vocab(corpus)
-        except ValueError:
-            d_corpus, words = d, None
+        own = cio.corpus_vocab(corpus)
+        d_corpus, words = (own[0], own[1]) if own is not None else (d, None)
         if d_corpus != d:
             raise ValueError(f"{corpus}: the corpus has vocabulary size {d_corpus} but the model has {d}")
         if words is not None and model.vocab is not None and words != model.vocab:

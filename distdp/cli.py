@@ -6,8 +6,12 @@ and sets ``func`` on the parser to a callable taking the parsed namespace.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import signal
 import sys
+import threading
+import warnings
 
 # One module per group of commands; each owns its arguments.
 COMMAND_MODULES = (
@@ -34,11 +38,46 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``distdp`` script; returns the process exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    with _exit_cleanly_on_sigterm(), warnings.catch_warnings():
+        warnings.simplefilter("always", UserWarning)
+        warnings.showwarning = _one_line_warnings(args.command, warnings.showwarning)
+        try:
+            return int(args.func(args) or 0)
+        except (ValueError, OSError) as exc:  # bad input or parameters: one clear line, exit 2
+            print(f"distdp {args.command}: error: {exc}", file=sys.stderr)
+            return 2
+
+
+@contextlib.contextmanager
+def _exit_cleanly_on_sigterm():
+    """While a command runs, SIGTERM (``kill``, ``ray job stop``) raises ``SystemExit(143)``.
+
+    Python's default is to die at once; as an exception it unwinds, so the
+    atomic writers (:mod:`distdp.io.atomic`) remove their temporary
+    directories and leave no partial output. The previous handler is put
+    back afterwards; nothing is changed outside the main thread.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
-        return int(args.func(args) or 0)
-    except (ValueError, OSError) as exc:  # bad input or parameters: one clear line, exit 2
-        print(f"distdp {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _one_line_warnings(command: str, fallback):
+    """A ``warnings.showwarning`` printing a user's warning as one line, as it happens.
+
+    Warnings of other categories (numpy's, Ray's) keep Python's format through ``fallback``.
+    """
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, UserWarning):
+            print(f"distdp {command}: warning: {message}", file=sys.stderr)
+        else:
+            fallback(message, category, filename, lineno, file, line)
+    return show
 
 
 if __name__ == "__main__":

@@ -58,10 +58,15 @@ def top_k_from_symmetric(vals: np.ndarray, vecs: np.ndarray, k: int) -> Whitenin
         raise ValueError("M2 has non-finite eigenvalues; check the corpus for empty or invalid documents")
     if vals[-1] <= RANK_TOL * max(vals[0], 0.0):
         raise ValueError(
-            f"k={k} is larger than the data supports: the {k}-th eigenvalue of M2 is "
-            f"{vals[-1]:.3g} ≤ 0 (to {RANK_TOL:g} of the largest) (top eigenvalues: {np.array2string(vals, precision=3)}). "
+            f"k={k} is larger than the data supports: eigenvalue λ_{k} of M2 is {vals[-1]:.3g} ≤ 0 (to "
+            f"{RANK_TOL:g} of the largest, {vals[0]:.3g}); {_positive_count(vals)} of the top {k} are positive. "
             "Use a smaller k or more documents.")
     return Whitening(vals, vecs)
+
+
+def _positive_count(vals: np.ndarray) -> int:
+    """How many eigenvalues are positive beyond rounding (``> RANK_TOL · λ_1``)."""
+    return int(np.sum(vals > RANK_TOL * max(vals[0], 0.0)))
 
 
 def randomized_top_eigh(apply: Callable[[np.ndarray], np.ndarray], first_product: np.ndarray,

@@ -159,4 +159,4 @@ def test_cli_make_corpus_and_fit_local(tmp_path, capsys):
     assert not (tmp_path / "m2").exists()
     assert main(["fit-lda", str(tmp_path / "c"), "--k", "4", "--vocab-size", "100", "--out", str(tmp_path / "m3"),
                  "--local"]) == 2
-    assert "outside the vocabulary [0, 100)" in capsys.readouterr().err
+    assert "vocab_size=100 disagrees with the corpus's own vocabulary" in capsys.readouterr().err

@@ -74,3 +74,19 @@ def test_unsupported_and_bad_requests_raise():
         A.paper_dp_tpm_recipe(1000.0, 1e-6, 1)
     with pytest.raises(ValueError, match="noise_multiplier"):
         A.gaussian_event(0.0)
+
+
+@pytest.mark.parametrize("eps", [1e3, 1e5])
+def test_huge_epsilon_is_accounted_exactly_or_on_a_grid_scaled_to_it(eps):
+    """A user trying ε = 10⁵ ("almost no noise") once hung in PLD calibration (a fixed 0.01 grid needs ~ε/0.01
+    points). Gaussian-only: the closed form, so calibration returns the analytic multiplier. With a
+    Laplace release too the PLD grid scales with ε: its pessimistic ε stays within 1e-3 relative of the
+    composition's exact ε (grid 1e-4·ε, a few grid steps of rounding), and never below it."""
+    m = A.calibrate_gaussian_multiplier(eps, 1e-6, 3)
+    # two root finders (σ for ε, ε for σ) meet to the calibration's step, 1e-7 relative
+    assert m == pytest.approx(A.calibrate_gaussian_multiplier(eps, 1e-6, 3, accountant="analytic"), rel=2e-7)
+    assert A.epsilon_pld(A.gaussian_event(m, 3), 1e-6) == pytest.approx(eps, rel=1e-6)
+    mixed = A.epsilon_pld(A.compose(A.gaussian_event(m, 3), A.laplace_event(1e6)), 1e-6)
+    assert eps <= mixed <= eps * (1 + 1e-3)
+    with pytest.raises(ValueError, match="--epsilon 1e\\+07 is above 1e\\+06"):
+        M.check_epsilon(1e7, "--epsilon")

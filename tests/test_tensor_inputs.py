@@ -207,11 +207,17 @@ def test_overwrite_leaves_no_backup_behind(tmp_path, capsys, tensor):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "t.npy"]
 
 
-def test_atomic_directory_replacing_a_file_leaves_no_backup(tmp_path):
-    """distdp.io.atomic (shared with fit-lda and complete) still replaces a file when asked, but no longer
-    leaves the hidden '.name.old-XXXX' copy that shutil.rmtree could not delete."""
+def test_atomic_directory_refuses_a_file_and_replaces_a_directory_without_backup(tmp_path):
+    """distdp.io.atomic (shared by every command) never replaces a user's file with an output directory,
+    even with overwrite, and replacing a directory leaves no hidden '.name.old-XXXX' copy."""
     (tmp_path / "f").write_text("old")
-    with atomic_directory(tmp_path / "f", overwrite=True) as tmp:
+    with pytest.raises(FileExistsError, match="not a directory"):
+        with atomic_directory(tmp_path / "f", overwrite=True):
+            pass
+    assert (tmp_path / "f").read_text() == "old"
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "x").write_text("old")
+    with atomic_directory(tmp_path / "d", overwrite=True) as tmp:
         (tmp / "a").write_text("new")
-    assert (tmp_path / "f" / "a").read_text() == "new"
-    assert [p.name for p in tmp_path.iterdir()] == ["f"]
+    assert [p.name for p in (tmp_path / "d").iterdir()] == ["a"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d", "f"]

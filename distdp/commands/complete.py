@@ -26,8 +26,10 @@ def register(sub) -> None:
     p.add_argument("--allow-data-bounds", action="store_true",
                    help="input perturbation without --bounds: take them from the data (NOT private)")
     p.add_argument("--no-clamp-noisy", action="store_true", help="input: keep noisy values outside the bounds")
-    p.add_argument("--clip", type=float, default=0.1, help="gradient: clipping norm C; gradient-paper: m")
-    p.add_argument("--lipschitz", type=float, default=1.0, help="output: L in Δ = 2τLη (paper gives none)")
+    p.add_argument("--clip", type=float, help="gradient: clipping norm C; gradient-paper: m (default 0.1; refused "
+                                               "by the other perturbations)")
+    p.add_argument("--lipschitz", type=float, help="output: L in Δ = 2τLη, paper gives none (default 1; refused by "
+                                                   "the other perturbations)")
     p.add_argument("--lr", type=float, default=0.05, help="learning rate η")
     p.add_argument("--epochs", type=int, default=100, help="passes over the training entries")
     p.add_argument("--batch-size", type=int, default=64, help="entries per SGD step")
@@ -68,6 +70,11 @@ def run(args) -> int:
     from distdp.completion.io import write_result
     from distdp.io.atomic import check_output_dir
 
+    for flag, value, users in (("--clip", args.clip, ("gradient", "gradient-paper")),
+                               ("--lipschitz", args.lipschitz, ("output",))):
+        if value is not None and args.perturbation not in users:
+            raise ValueError(f"{flag} applies only to --perturbation {' or '.join(users)} (got "
+                             f"{args.perturbation}): drop {flag}")
     check_output_dir(args.out, args.overwrite)   # refuse an existing --out before any work
     bar = None if args.no_progress else tqdm(total=args.epochs, desc="complete", unit="pass", leave=False)
 
@@ -81,7 +88,8 @@ def run(args) -> int:
                            epsilon=args.epsilon, delta=args.delta, holdout=args.holdout,
                            bounds=tuple(args.bounds) if args.bounds else None,
                            allow_data_bounds=args.allow_data_bounds, clamp_noisy=not args.no_clamp_noisy,
-                           clip=args.clip, lipschitz=args.lipschitz, lr=args.lr, epochs=args.epochs,
+                           **{name: v for name, v in (("clip", args.clip), ("lipschitz", args.lipschitz))
+                              if v is not None}, lr=args.lr, epochs=args.epochs,
                            batch_size=args.batch_size, lam=args.lam, lam_core=args.lam_core, tol=args.tol,
                            offset=args.offset, max_row_norm=args.max_row_norm, max_core_norm=args.max_core_norm,
                            seed=args.seed, reproducible=args.reproducible,

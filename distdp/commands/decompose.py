@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
-import warnings
 
 
 def register(sub) -> None:
@@ -49,25 +47,15 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    """Decompose, write ``--out``, print the eigenvalues, warnings and the privacy summary."""
+    """Decompose, write ``--out``, print the eigenvalues and the privacy summary (warnings: :func:`distdp.cli.main`)."""
     from distdp.tensor.files import decompose
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", UserWarning)
-        try:
-            res = decompose(args.input, args.k, args.out, n_restarts=args.restarts, n_iters=args.iters,
-                            method=args.method, epsilon=args.epsilon, delta=args.delta,
-                            accounting=args.accounting, neighbour=args.neighbour, clip=args.clip,
-                            n_per_iter=args.n_per_iter, eigenvalue=args.eigenvalue, seed=args.seed,
-                            reproducible=args.reproducible, overwrite=args.overwrite, column=args.column,
-                            dim=args.dim, backend=args.backend, workers=args.workers,
-                            symmetry_tol=args.symmetry_tol)
-        finally:
-            for w in caught:
-                if issubclass(w.category, UserWarning):
-                    print(f"distdp decompose: warning: {w.message}", file=sys.stderr)
-                else:
-                    warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    res = decompose(args.input, args.k, args.out, n_restarts=args.restarts, n_iters=args.iters,
+                    method=args.method, epsilon=args.epsilon, delta=args.delta, accounting=args.accounting,
+                    neighbour=args.neighbour, clip=args.clip, n_per_iter=args.n_per_iter,
+                    eigenvalue=args.eigenvalue, seed=args.seed, reproducible=args.reproducible,
+                    overwrite=args.overwrite, column=args.column, dim=args.dim, backend=args.backend,
+                    workers=args.workers, symmetry_tol=args.symmetry_tol)
     print("eigenvalues:", " ".join(f"{x:.6g}" for x in res.eigenvalues))
     if res.privacy is not None:
         r = res.privacy

@@ -15,9 +15,9 @@ def atomic_directory(path: str | Path, overwrite: bool = False):
     The files are written into ``.<name>.tmp-<id>`` beside ``path`` and the
     directory is renamed into place when the block exits normally; on an
     exception the temporary directory is removed and ``path`` is untouched.
-    A replaced ``path`` (directory, or file) is moved aside and deleted once
-    the new one is in place, so no backup is left behind; if the final
-    rename fails, it is put back.
+    A replaced directory is moved aside and deleted once the new one is in
+    place, so no backup is left behind; if the final rename fails, it is put
+    back. An existing file is never replaced (:func:`check_output_dir`).
 
     Parameters
     ----------
@@ -29,7 +29,7 @@ def atomic_directory(path: str | Path, overwrite: bool = False):
     Raises
     ------
     FileExistsError
-        ``path`` exists, is not empty, and ``overwrite`` is false.
+        ``path`` is a file, or is a non-empty directory and ``overwrite`` is false.
     """
     path = check_output_dir(path, overwrite)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -77,9 +77,21 @@ def atomic_file(path: str | Path):
 
 
 def check_output_dir(path: str | Path, overwrite: bool = False) -> Path:
-    """Fail early (before any work) if ``path`` exists, is not empty, and may not be replaced."""
+    """Fail early (before any work) if ``path`` may not be replaced by a directory.
+
+    An existing file (or anything not a directory) is always refused, even
+    with ``overwrite``: an output directory never replaces a user's file. A
+    non-empty directory is refused unless ``overwrite``.
+
+    Raises
+    ------
+    FileExistsError
+    """
     path = Path(path)
-    if path.exists() and (not path.is_dir() or any(path.iterdir())) and not overwrite:
+    if os.path.lexists(path) and not path.is_dir():
+        raise FileExistsError(f"{path} exists and is not a directory; refusing to replace it (even with "
+                              "--overwrite)")
+    if path.exists() and any(path.iterdir()) and not overwrite:
         raise FileExistsError(f"{path} already exists and is not empty (pass overwrite=True / --overwrite)")
     return path
 

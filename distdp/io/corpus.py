@@ -8,6 +8,7 @@ file, row and column.
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -181,43 +182,70 @@ def read_corpus(path: str | Path, vocab_size: int) -> sp.csr_matrix:
 # Vocabulary
 # --------------------------------------------------------------------------
 def load_vocab(path: str | Path) -> list[str]:
-    """A vocabulary file: one word per line, id = line number."""
+    """A vocabulary file: one word per line, id = line number (UTF-8; a byte-order mark is ignored)."""
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"{p}: vocabulary file not found")
-    words = p.read_text(encoding="utf-8").splitlines()
+    data = p.read_bytes()
+    try:
+        words = data.decode("utf-8-sig").splitlines()
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise ValueError(f"{p}: line {line}: not UTF-8 (byte {data[exc.start]:#04x}); "
+                         "save the vocabulary file as UTF-8") from None
     if not words:
         raise ValueError(f"{p}: vocabulary file is empty")
     return words
+
+
+def corpus_vocab(corpus: str | Path) -> tuple[int, list[str] | None, str] | None:
+    """A parquet corpus's own vocabulary: (size, words or None, where it was found), or None.
+
+    Looked for in order: ``vocab.txt`` inside or beside the corpus, the parquet
+    metadata key ``distdp.vocab_size`` of its first file.
+    """
+    p = Path(corpus)
+    for cand in (p / VOCAB_FILE, p.parent / VOCAB_FILE):
+        if cand.is_file():
+            words = load_vocab(cand)
+            return len(words), words, str(cand)
+    files = discover(corpus)
+    meta = pq.ParquetFile(files[0]).schema_arrow.metadata or {}
+    if META_VOCAB_SIZE in meta:
+        return int(meta[META_VOCAB_SIZE]), None, f"{files[0]} (metadata {META_VOCAB_SIZE.decode()})"
+    return None
 
 
 def resolve_vocab(corpus: str | Path, vocab: str | Path | None = None,
                   vocab_size: int | None = None) -> tuple[int, list[str] | None]:
     """The vocabulary size (and words, when known) of a corpus.
 
-    Order: an explicit ``vocab`` file; an explicit ``vocab_size``; a
-    ``vocab.txt`` beside or inside the corpus; the parquet metadata key
-    ``distdp.vocab_size``. Never inferred from the largest id in the data.
+    Order: an explicit ``vocab`` file; an explicit ``vocab_size``; the
+    corpus's own vocabulary (:func:`corpus_vocab`). Never inferred from the
+    largest id in the data. An explicit vocabulary whose size differs from
+    the corpus's own is refused (the ids would mean other words); one of the
+    same size with other words is used, with a warning.
     """
-    if vocab is not None:
-        words = load_vocab(vocab)
-        if vocab_size is not None and vocab_size != len(words):
-            raise ValueError(f"vocab_size={vocab_size} disagrees with {vocab} ({len(words)} words)")
-        return len(words), words
-    if vocab_size is not None:
-        if vocab_size < 2:
-            raise ValueError(f"vocab_size must be ≥ 2, got {vocab_size}")
-        return int(vocab_size), None
-    p = Path(corpus)
-    for cand in (p / VOCAB_FILE, p.parent / VOCAB_FILE):
-        if cand.is_file():
-            words = load_vocab(cand)
-            return len(words), words
-    files = discover(corpus)
-    meta = pq.ParquetFile(files[0]).schema_arrow.metadata or {}
-    if META_VOCAB_SIZE in meta:
-        return int(meta[META_VOCAB_SIZE]), None
-    raise ValueError(f"{corpus}: vocabulary size unknown; pass a vocabulary file (--vocab) or --vocab-size")
+    if vocab_size is not None and (isinstance(vocab_size, bool) or int(vocab_size) != vocab_size or vocab_size < 2):
+        raise ValueError(f"vocab_size must be an integer ≥ 2, got {vocab_size!r}")
+    words = load_vocab(vocab) if vocab is not None else None
+    if words is not None and vocab_size is not None and vocab_size != len(words):
+        raise ValueError(f"vocab_size={vocab_size} disagrees with {vocab} ({len(words)} words)")
+    own = corpus_vocab(corpus)
+    if words is None and vocab_size is None:
+        if own is None:
+            raise ValueError(f"{corpus}: vocabulary size unknown; pass a vocabulary file (--vocab) or --vocab-size")
+        return own[0], own[1]
+    d = len(words) if words is not None else int(vocab_size)
+    given = f"{vocab} ({d} words)" if words is not None else f"vocab_size={d}"
+    if own is not None and own[0] != d:
+        raise ValueError(f"{given} disagrees with the corpus's own vocabulary, {own[2]} ({own[0]} words): "
+                         "word ids would point at other words; drop the option or fix the file")
+    if words is not None and own is not None and own[1] is not None and own[1] != words:
+        first = next(i for i, (a, b) in enumerate(zip(words, own[1])) if a != b)
+        warnings.warn(f"{vocab}: same size as the corpus's {own[2]} but other words (first at line {first + 1}: "
+                      f"{words[first]!r} vs {own[1][first]!r}); topics are labelled with {vocab}", stacklevel=2)
+    return d, words
 
 
 def write_corpus(out: str | Path, counts: sp.csr_matrix, n_shards: int = 1, vocab: Sequence[str] | None = None,
@@ -227,12 +255,15 @@ def write_corpus(out: str | Path, counts: sp.csr_matrix, n_shards: int = 1, voca
 
     Files: ``part-00000.parquet`` … (``n_shards`` of them, contiguous rows),
     ``vocab.txt`` when a vocabulary is given, and ``extra_files`` (name →
-    callable writing that file given its path).
+    callable writing that file given its path). More shards than documents
+    give one document per shard.
     """
+    if isinstance(n_shards, bool) or int(n_shards) != n_shards or n_shards < 1:
+        raise ValueError(f"--shards must be an integer ≥ 1, got {n_shards!r}")
     counts = sp.csr_matrix(counts)
     counts.sort_indices()
     n, d = counts.shape
-    bounds = np.linspace(0, n, max(1, n_shards) + 1).astype(int)
+    bounds = np.linspace(0, n, min(int(n_shards), max(n, 1)) + 1).astype(int)  # no empty shard
     with atomic_directory(out, overwrite=overwrite) as tmp:
         for s in range(len(bounds) - 1):
             a, b = bounds[s], bounds[s + 1]

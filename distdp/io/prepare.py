@@ -1,10 +1,17 @@
 """``prepare``: text (parquet or CSV) to the corpus format, vectorised with pyarrow.
 
-Tokenisation: lower-case, split on anything that is not a letter (apostrophes
-kept inside words, then dropped), drop tokens shorter than ``min_length`` and
-English stop words (``distdp/data/stopwords.txt``). The vocabulary is either
-given (a public vocabulary file; other words are dropped) or built from the
-text: the ``max_vocab`` words with the highest document frequency among those
+Tokenisation (:func:`tokenize`): Unicode NFC, lower-case, typographic
+apostrophes (’ ‘ ʼ) read as ``'``; split on anything that is not a letter of
+any script (or a combining mark) or an apostrophe; English stop words
+(``distdp/data/stopwords.txt``) dropped while their apostrophes are still there
+(``don't``) and in their apostrophe-less forms (``dont``, ``thats``, but not
+real words such as ``well``, ``cant``); a possessive ``'s`` dropped, other
+apostrophes removed (``students'`` → ``students``); tokens shorter than
+``min_length`` characters dropped. Scripts written without spaces (Chinese,
+Japanese, Thai) need text segmented into space-separated words beforehand.
+The vocabulary is either given (a public vocabulary file, its words
+normalised the same way by :func:`normalise_vocab`; other words are dropped)
+or built from the text: the ``max_vocab`` words with the highest document frequency among those
 in at least ``min_df`` documents (ties broken alphabetically).
 
 A vocabulary built from a private corpus is itself a release of information
@@ -32,6 +39,7 @@ records the release under ``vocabulary_privacy`` and a later fit composes it
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,8 +59,99 @@ PREPARE_JSON = "prepare.json"
 
 
 def stop_words() -> list[str]:
-    """The shipped English stop-word list."""
-    return (Path(__file__).resolve().parent.parent / "data" / "stopwords.txt").read_text().split()
+    """The shipped English stop-word list (contractions with an ASCII apostrophe)."""
+    return (Path(__file__).resolve().parent.parent / "data" / "stopwords.txt").read_text(encoding="utf-8").split()
+
+
+#: Apostrophe-less contractions that are English words, so not stop words ("we'll" → "well").
+_CONTRACTIONS_THAT_ARE_WORDS = frozenset({"cant", "wont", "hell", "shed", "shell", "well", "wed", "ill", "id",
+                                          "lets", "were", "its"})
+#: Typographic apostrophes read as "'".
+_APOSTROPHES = "[\u2019\u2018\u02bc]"
+#: What separates tokens: anything but a letter (any script), a combining mark or an apostrophe.
+_SEPARATOR = r"[^\p{L}\p{M}']+"
+
+
+def normalise_text(text: pa.Array) -> pa.Array:
+    """NFC, lower-case, typographic apostrophes as ``'``; nulls become empty strings."""
+    text = pc.utf8_normalize(pc.fill_null(text, ""), "NFC")
+    return pc.replace_substring_regex(pc.utf8_lower(text), _APOSTROPHES, "'")
+
+
+def _drop_apostrophes(tokens: pa.Array) -> pa.Array:
+    """A possessive ``'s`` dropped, then every apostrophe (``john's`` → ``john``, ``rock'n'roll`` → ``rocknroll``)."""
+    return pc.replace_substring(pc.replace_substring_regex(tokens, "'s$", ""), "'", "")
+
+
+def _stop_sets(stop: list[str]) -> tuple[pa.Array, pa.Array]:
+    """(stop words as written, stop words without apostrophes that are not English words themselves)."""
+    bare = {w.replace("'", "") for w in stop if "'" in w} - _CONTRACTIONS_THAT_ARE_WORDS
+    return pa.array(sorted(set(stop)), pa.string()), pa.array(sorted(set(stop) | bare), pa.string())
+
+
+def tokenize(text: pa.Array, min_length: int = 3, stop: list[str] | None = None) -> tuple[np.ndarray, pa.Array]:
+    """(document index of each token, tokens): the module docstring's tokenisation, vectorised in pyarrow."""
+    lists = pc.split_pattern_regex(normalise_text(text), _SEPARATOR)
+    parents = pc.list_parent_indices(lists).to_numpy()
+    written = pc.replace_substring_regex(pc.list_flatten(lists), "^'+|'+$", "")  # quotes around a word
+    tokens = _drop_apostrophes(written)
+    keep = pc.greater_equal(pc.utf8_length(tokens), min_length)
+    if stop:
+        as_written, bare = _stop_sets(stop)
+        is_stop = pc.or_(pc.is_in(written, value_set=as_written), pc.is_in(tokens, value_set=bare))
+        keep = pc.and_(keep, pc.invert(is_stop))
+    keep_np = keep.to_numpy(zero_copy_only=False)
+    return parents[keep_np], pc.filter(tokens, keep)
+
+
+def normalise_vocab(words: list[str], min_length: int = 3, stop: list[str] | None = None,
+                    source: str = "--vocab") -> tuple[list[str], list[str]]:
+    """A public vocabulary put in the form tokens take, and what was changed.
+
+    Each word is normalised as text is (:func:`normalise_text`, apostrophes
+    dropped, surrounding whitespace stripped). Blank lines, repeats after
+    normalisation (``Space`` and ``space``), and words no token can equal
+    (stop words, shorter than ``min_length``, characters other than letters)
+    are dropped, so the corpus's ``vocab.txt`` (whose line numbers are the
+    word ids) is the cleaned list, in the given order.
+
+    Returns
+    -------
+    words : list of str
+    notes : list of str
+        One line per kind of change, naming ``source`` and examples (empty when
+        nothing changed), for the caller to warn with.
+    """
+    raw = [w.strip().lstrip("\ufeff") for w in words]
+    written = pc.replace_substring_regex(normalise_text(pa.array(raw, pa.string())), "^'+|'+$", "")
+    norm = _drop_apostrophes(written).to_pylist()
+    as_written, bare = _stop_sets(stop or [])
+    never = (pc.less(pc.utf8_length(pa.array(norm)), min_length).to_numpy(zero_copy_only=False)
+             | pc.is_in(written, value_set=as_written).to_numpy(zero_copy_only=False)
+             | pc.is_in(pa.array(norm), value_set=bare).to_numpy(zero_copy_only=False)
+             | pc.match_substring_regex(pa.array(norm), _SEPARATOR).to_numpy(zero_copy_only=False))
+    kept, seen, notes = [], set(), []
+    blank, repeated, unmatched = [], [], []
+    for line, (orig, w, bad) in enumerate(zip(raw, norm, never), start=1):
+        if not orig:
+            blank.append(line)
+        elif bad:
+            unmatched.append(f"line {line} {orig!r}")
+        elif w in seen:
+            repeated.append(f"line {line} {orig!r}")
+        else:
+            seen.add(w)
+            kept.append(w)
+    changed = sum(o != w for o, w in zip(raw, norm) if o)
+    for what, items in (("blank line(s) dropped", [f"line {i}" for i in blank]),
+                        ("repeated word(s) dropped (after lower-casing and Unicode normalisation)", repeated),
+                        (f"word(s) no token can equal dropped (stop words, fewer than {min_length} letters, "
+                         "or not letters only)", unmatched)):
+        if items:
+            notes.append(f"{source}: {len(items)} {what}: {', '.join(items[:5])}{', …' if len(items) > 5 else ''}")
+    if changed:
+        notes.append(f"{source}: {changed} word(s) lower-cased or normalised to match tokens")
+    return kept, notes
 
 
 @dataclass(frozen=True)
@@ -124,37 +223,113 @@ def dp_vocab_options(epsilon=None, delta=None, max_words_per_doc=None, seed=None
     return DPVocabOptions(epsilon, delta, int(l0), None if seed is None else int(seed))
 
 
-def read_text_column(path: str | Path, column: str, id_column: str | None = None) -> tuple[pa.Array, np.ndarray]:
-    """The text column (and ids) of a parquet or CSV file."""
+#: Text inputs ``prepare`` reads: parquet, and CSV/TSV (optionally compressed; pyarrow infers it from the name).
+_CSV_SUFFIXES = {".csv": ",", ".tsv": "\t"}
+_COMPRESSED = (".gz", ".bz2", ".zst", ".lz4")
+
+
+def _text_format(p: Path) -> str | None:
+    """``"parquet"``, the CSV delimiter, or None for a file ``prepare`` does not read."""
+    suffixes = [x.lower() for x in p.suffixes]
+    if suffixes and suffixes[-1] in _COMPRESSED:
+        suffixes = suffixes[:-1]
+    last = suffixes[-1] if suffixes else ""
+    if last in (".parquet", ".pq"):
+        return "parquet"
+    return _CSV_SUFFIXES.get(last)
+
+
+def text_input_files(path: str | Path) -> list[Path]:
+    """The files of a ``prepare`` input: the file itself, or a directory's parquet/CSV/TSV files, sorted.
+
+    Raises
+    ------
+    FileNotFoundError
+        Nothing at ``path``, or a directory without such files.
+    ValueError
+        A file of another kind (named, with the kinds read).
+    """
     p = Path(path)
+    kinds = "parquet (.parquet, .pq), CSV (.csv) or TSV (.tsv), optionally .gz/.bz2/.zst/.lz4"
+    if p.is_dir():
+        files = sorted(f for f in p.iterdir() if f.is_file() and not f.name.startswith(".")
+                       and _text_format(f) is not None)
+        if not files:
+            raise FileNotFoundError(f"{p}: directory without text files ({kinds})")
+        return files
     if not p.is_file():
-        raise FileNotFoundError(f"{p}: input file not found")
-    if p.suffix.lower() in (".csv", ".tsv"):
-        table = pcsv.read_csv(p, parse_options=pcsv.ParseOptions(delimiter="\t" if p.suffix.lower() == ".tsv" else ","))
-    else:
-        table = pq.read_table(p)
-    for col in (column, id_column):
-        if col is not None and col not in table.column_names:
-            raise ValueError(f"{p}: column {col!r} not found (columns: {table.column_names})")
-    text = table.column(column).combine_chunks()
-    if not (pa.types.is_string(text.type) or pa.types.is_large_string(text.type)):
-        raise ValueError(f"{p}: column {column!r} has type {text.type}, expected a string column")
-    ids = (np.asarray(table.column(id_column).to_pylist(), dtype=object).astype(str) if id_column
-           else np.arange(table.num_rows).astype(str))
-    return text, ids
+        raise FileNotFoundError(f"{p}: input not found")
+    if _text_format(p) is None:
+        raise ValueError(f"{p}: unsupported input; expected {kinds}")
+    return [p]
 
 
-def tokenize(text: pa.Array, min_length: int = 3, stop: list[str] | None = None) -> tuple[np.ndarray, pa.Array]:
-    """(document index of each token, tokens) after lower-casing, splitting and filtering."""
-    lowered = pc.utf8_lower(pc.fill_null(text, ""))
-    lists = pc.split_pattern_regex(lowered, r"[^a-z']+")
-    parents = pc.list_parent_indices(lists).to_numpy()
-    tokens = pc.replace_substring(pc.list_flatten(lists), "'", "")
-    keep = pc.greater_equal(pc.utf8_length(tokens), min_length)
-    if stop:
-        keep = pc.and_(keep, pc.invert(pc.is_in(tokens, value_set=pa.array(stop))))
-    keep_np = keep.to_numpy(zero_copy_only=False)
-    return parents[keep_np], pc.filter(tokens, keep)
+def _read_table(p: Path, columns: list[str]) -> pa.Table:
+    """The named columns of one parquet or CSV file, CSV columns read as text; errors name the file."""
+    fmt = _text_format(p)
+    try:
+        if fmt == "parquet":
+            table = pq.read_table(p)
+        else:
+            header = pcsv.open_csv(p, parse_options=pcsv.ParseOptions(delimiter=fmt)).schema.names
+            table = pcsv.read_csv(p, parse_options=pcsv.ParseOptions(delimiter=fmt, newlines_in_values=True),
+                                  convert_options=pcsv.ConvertOptions(
+                                      column_types={c: pa.string() for c in columns if c in header}))
+    except pa.ArrowInvalid as exc:
+        msg = str(exc)
+        if "UTF8" in msg or "UTF-8" in msg or "utf8" in msg:
+            raise ValueError(f"{p}: not UTF-8 text; re-encode it (e.g. iconv -f latin1 -t utf-8)") from None
+        if "Empty CSV file" in msg:
+            raise ValueError(f"{p}: empty file (no header)") from None
+        raise ValueError(f"{p}: {msg}") from None
+    for col in columns:
+        if col not in table.column_names:
+            hint = ""
+            if fmt not in (None, "parquet") and len(table.column_names) == 1:
+                hint = f"; one column read: is the delimiter {fmt!r}? (.csv: comma, .tsv: tab)"
+            raise ValueError(f"{p}: column {col!r} not found (columns: {table.column_names}){hint}")
+    return table
+
+
+def read_text_column(path: str | Path, column: str, id_column: str | None = None) -> tuple[pa.Array, np.ndarray]:
+    """The text column (and ids) of a parquet or CSV file, or of all such files in a directory.
+
+    Without ``id_column`` the ids are the row numbers (``file:row`` for a
+    directory). A null id is an error naming the file and row; repeated ids
+    are a warning.
+    """
+    files = text_input_files(path)
+    texts, ids = [], []
+    for p in files:
+        table = _read_table(p, [c for c in (column, id_column) if c is not None])
+        text = table.column(column).combine_chunks()
+        if pa.types.is_null(text.type):
+            text = text.cast(pa.string())
+        if pa.types.is_large_string(text.type):
+            text = text.cast(pa.string())
+        if not pa.types.is_string(text.type):
+            raise ValueError(f"{p}: column {column!r} has type {text.type}, expected a string column")
+        texts.append(text)
+        if id_column is not None:
+            col = table.column(id_column)
+            if col.null_count:
+                row = pc.index(pc.is_null(col), True).as_py()
+                raise ValueError(f"{p}: row {row}: column {id_column!r} is null (every document needs an id)")
+            ids.append(np.asarray(col.cast(pa.string()).to_pylist(), dtype=object).astype(str))
+        else:
+            rows = np.arange(table.num_rows).astype(str)
+            ids.append(rows if len(files) == 1 else np.char.add(f"{p.name}:", rows))
+    text = pa.concat_arrays(texts)
+    if len(text) == 0:
+        raise ValueError(f"{path}: no documents (no rows)")
+    doc_ids = np.concatenate(ids)
+    if id_column is not None:
+        uniq, counts = np.unique(doc_ids, return_counts=True)
+        if (counts > 1).any():
+            dup = uniq[counts > 1]
+            warnings.warn(f"{path}: {len(dup)} id(s) of column {id_column!r} repeat (e.g. {str(dup[0])!r}); the "
+                          "documents are kept, but their ids no longer name one document", stacklevel=2)
+    return text, doc_ids
 
 
 def encode_tokens(tokens: pa.Array) -> tuple[np.ndarray, np.ndarray]:
@@ -210,8 +385,18 @@ def prepare_counts(text: pa.Array, doc_ids: np.ndarray, vocab: list[str] | None 
         raise ValueError(f"max_vocab must be ≥ 2, got {max_vocab}")
     if vocab is not None and dp_vocab is not None:
         raise ValueError("a public vocabulary and a DP vocabulary selection are mutually exclusive")
-    doc_of, tokens = tokenize(text, min_length, stop_words())
+    stop = stop_words()
+    doc_of, tokens = tokenize(text, min_length, stop)
+    if len(tokens) == 0:
+        raise ValueError(f"the text holds no words: no token of ≥ {min_length} letters that is not a stop word "
+                         f"in {len(text)} document(s) (is it the right --text-column?)")
     from_data = vocab is None
+    if vocab is not None:
+        vocab, notes = normalise_vocab(vocab, min_length, stop)
+        for note in notes:
+            warnings.warn(note, stacklevel=2)
+        if len(vocab) < 2:
+            raise ValueError(f"--vocab: {len(vocab)} usable word(s) after normalisation; a vocabulary needs ≥ 2")
     selection = None
     if dp_vocab is not None:
         selection = select_vocab_dp(doc_of, tokens, max_vocab, dp_vocab)
@@ -260,7 +445,7 @@ def prepare(input_path: str | Path, text_column: str, out: str | Path, vocab: st
     prepared = prepare_counts(text, ids, load_vocab(vocab) if vocab else None, max_vocab, min_df, dp_vocab=options)
     meta = {"input": str(input_path), "text_column": text_column, "n_docs": int(prepared.counts.shape[0]),
             "vocab_size": len(prepared.vocab), **vocabulary_metadata(prepared, vocab, options),
-            "tokenizer": "lower-case, split on non-letters, length ≥ 3, English stop words removed"}
+            "tokenizer": "NFC, lower-case, split on non-letters (any script; apostrophes kept, then dropped), length ≥ 3, English stop words removed"}
     write_corpus(out, prepared.counts, shards, prepared.vocab, prepared.doc_ids,
                  {PREPARE_JSON: lambda p: p.write_text(json.dumps(meta, indent=2) + "\n")}, overwrite=overwrite)
     return prepared

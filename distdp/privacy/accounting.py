@@ -41,6 +41,7 @@ UnsupportedEventError = dp_accounting.UnsupportedEventError
 
 #: Discretisation of the privacy-loss values in PLD accounting (pessimistic rounding).
 PLD_DISCRETIZATION = 1e-4
+_MAX_GRID = 100.0  # coarsest PLD grid used (dp-accounting computes expm1(grid))
 
 
 # --------------------------------------------------------------------------- events
@@ -97,6 +98,21 @@ def _flatten(event: dpe.DpEvent, count: int, out: list) -> None:
         raise UnsupportedEventError(f"unsupported privacy event {event!r}")
 
 
+def _leaves(event: dpe.DpEvent) -> list:
+    """(event, count) pairs of ``event``'s composition tree (:func:`_flatten`)."""
+    leaves: list = []
+    _flatten(event, 1, leaves)
+    return leaves
+
+
+def _gaussian_only_multiplier(event: dpe.DpEvent) -> float | None:
+    """The one Gaussian multiplier ``(Σ count/m_i²)^(-1/2)`` ``event`` composes to, or None if it has other releases."""
+    leaves = _leaves(event)
+    if not leaves or not all(isinstance(ev, dpe.GaussianDpEvent) for ev, _ in leaves):
+        return None
+    return 1.0 / math.sqrt(sum(count / ev.noise_multiplier ** 2 for ev, count in leaves))
+
+
 def _pld(event: dpe.DpEvent, discretization: float):
     """The PLD of ``event``; ``None`` if it is a no-op.
 
@@ -104,8 +120,7 @@ def _pld(event: dpe.DpEvent, discretization: float):
     m_i compose to one Gaussian with ``1/m² = Σ 1/m_i²`` (the Gaussian
     mechanism's privacy profile depends only on sensitivity/σ).
     """
-    leaves: list = []
-    _flatten(event, 1, leaves)
+    leaves = _leaves(event)
     inv_m2 = 0.0
     pld = None
     for ev, count in leaves:
@@ -133,17 +148,30 @@ def _pld(event: dpe.DpEvent, discretization: float):
 def epsilon_pld(event: dpe.DpEvent, delta: float, discretization: float | None = None) -> float:
     """ε at ``delta`` of ``event`` by PLD accounting (pessimistic discretisation: an upper bound).
 
-    ``discretization=None`` picks the grid of privacy-loss values adaptively:
-    a coarse pass (0.01) finds the scale ε₀, then the grid is
-    ``PLD_DISCRETIZATION · max(1, ε₀)`` (relative accuracy ~1e-4, and large-ε
-    accounting stays fast). Pessimistic rounding keeps every grid an upper bound.
+    Releases that are all Gaussian compose to one Gaussian (:func:`_pld`),
+    whose ε(δ) is exact in closed form: with ``discretization=None`` that is
+    returned (the PLD's limit as the grid shrinks; never above a PLD bound).
+
+    Otherwise ``discretization=None`` picks the grid of privacy-loss values adaptively:
+    coarse passes (grid 1, then 0.001·max(1, ε₁)) find the scale ε₀, then the
+    grid is ``PLD_DISCRETIZATION · max(1, ε₀)`` (relative accuracy ~1e-4; every
+    grid capped at 100, beyond which dp-accounting's ``expm1(grid)`` overflows).
+    The grid's size is then about the same for any ε: a fixed grid would need
+    ~ε/grid points, and ε = 10⁴ or 10⁵ (a user testing "almost no noise")
+    would run for minutes. Pessimistic rounding keeps every grid an upper bound.
     """
     delta = mechanisms.check_delta(delta)
+    m = _gaussian_only_multiplier(event)
+    if m is not None and discretization is None:
+        return mechanisms.gaussian_epsilon(m, delta, 1.0)
     if discretization is None:
-        coarse = _pld(event, 1e-2)
-        if coarse is None:
-            return 0.0
-        discretization = PLD_DISCRETIZATION * max(1.0, float(coarse.get_epsilon_for_delta(delta)))
+        scale = 1.0
+        for relative in (1.0, 1e-3):
+            coarse = _pld(event, min(_MAX_GRID, relative * scale))
+            if coarse is None:
+                return 0.0
+            scale = max(1.0, float(coarse.get_epsilon_for_delta(delta)))
+        discretization = min(_MAX_GRID, PLD_DISCRETIZATION * scale)
     pld = _pld(event, discretization)
     return 0.0 if pld is None else float(pld.get_epsilon_for_delta(delta))
 

@@ -64,14 +64,21 @@ def noise_generator(rng, reproducible: bool) -> np.random.Generator:
     return rng
 
 
+#: Largest ε accepted: beyond it a guarantee means nothing and the noise is below rounding of the data.
+MAX_EPSILON = 1e6
+
+
 def check_epsilon(epsilon, name: str = "epsilon") -> float:
-    """Require a finite ``epsilon > 0``."""
+    """Require a finite ``0 < epsilon ≤ MAX_EPSILON``."""
     try:
         e = float(epsilon)
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be a number > 0, got {epsilon!r}") from None
     if not (e > 0 and math.isfinite(e)):
         raise ValueError(f"{name} must be finite and > 0, got {epsilon!r}")
+    if e > MAX_EPSILON:
+        raise ValueError(f"{name} {e:g} is above {MAX_EPSILON:g}: such a guarantee means nothing; for a fit "
+                         "without noise, leave the privacy options out")
     return e
 
 
@@ -117,8 +124,8 @@ def gaussian_epsilon(sigma: float, delta: float, sensitivity: float = 1.0) -> fl
     hi = 1.0
     while gaussian_delta(sigma, hi, sensitivity) > delta:
         hi *= 2.0
-        if hi > 1e6:
-            raise ValueError("epsilon above 1e6: the noise is negligible")
+        if hi > 2 * MAX_EPSILON:
+            raise ValueError(f"epsilon above {MAX_EPSILON:g}: the noise is negligible")
     return float(optimize.brentq(lambda e: gaussian_delta(sigma, e, sensitivity) - delta, 0.0, hi,
                                  xtol=1e-12, rtol=1e-12))
 

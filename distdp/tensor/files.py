@@ -405,17 +405,11 @@ def _validate(k, epsilon, delta, n_restarts, n_iters, method, accounting, n_per_
 
 
 def check_output_path(out, overwrite: bool = False) -> Path:
-    """Refuse ``--out`` before any work: an existing non-directory always, a non-empty directory
-    unless ``overwrite``."""
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise FileExistsError(f"--out {out} exists and is not a directory; refusing to replace it "
-                              "(even with --overwrite)")
+    """:func:`distdp.io.atomic.check_output_dir` with the error naming ``--out``."""
     try:
         return check_output_dir(out, overwrite)
-    except FileExistsError:
-        raise FileExistsError(f"--out {out} already exists and is not empty (pass --overwrite to replace "
-                              "it)") from None
+    except FileExistsError as exc:
+        raise FileExistsError(f"--out {exc}") from None
 
 
 def delta_warning(delta: float, n: int, unit: str) -> str | None:
