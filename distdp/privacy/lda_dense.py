@@ -1089,6 +1089,8 @@ def _prepare_moments(partial_or_counts, alpha0, n_docs):
             raise ValueError("partial_or_counts must be a DenseMomentPartial or an (N, d) count matrix")
         check_dense_vocab(shape[1])
         partial = dense_moment_partial(partial_or_counts)
+        if n_docs is None:  # the row count is what replace-one keeps public; n_used moves with a short document
+            n_docs = shape[0]
     if n_docs is None and partial.n_used < 3:
         raise ValueError(f"need at least 3 documents with ≥ 3 tokens, got {partial.n_used}")
     N = _check_n_docs(partial.n_used if n_docs is None else n_docs)
@@ -1171,8 +1173,10 @@ def fit_dense(partial_or_counts, k: int, alpha0: float, mechanism: str, *, epsil
     n_restarts, n_iters : int, optional
         Of the robust tensor power method.
     n_docs : int, optional
-        Public normaliser N (default: the number of documents used, treated
-        as public). Must be ≥ the number of documents used.
+        Public normaliser N. Default: the number of rows of a count matrix
+        (public under replace-one); for a :class:`DenseMomentPartial`, its
+        ``n_used``, which is public only if no document has < 3 tokens, so
+        pass the row count there. Must be ≥ the number of documents used.
     sensitivity : {"derived", "paper"}
         Δ2, Δ3 from :func:`m2_sensitivity`/:func:`m3_sensitivity` or the
         paper's ℓ1 bounds (:func:`paper_delta2_delta3`, b part doubled); both
