@@ -220,7 +220,7 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
         test; the fit is then proven private instead of a paper claim.
     **solver
         Further :class:`distdp.pipeline.SpectralParams` fields (``eigensolver``,
-        ``eig_iters``, ``oversample``, ``tensor``, ``method``, ``n_restarts``, ``n_iters``).
+        ``eig_iters``, ``eig_tol``, ``oversample``, ``tensor``, ``method``, ``n_restarts``, ``n_iters``).
 
     Returns
     -------
@@ -268,9 +268,11 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
         "method": "spectral" + (f" + {refine} variational EM iterations" if refine else ""),
         "parameters": {"k": k, "alpha0": alpha0, "model": model, "seed": seed, "backend": backend,
                        "workers": oc.backend.n_shards, "refine": refine, "eta": eta if refine else None,
-                       **{f: getattr(params, f) for f in ("eigensolver", "eig_iters", "oversample", "tensor",
-                                                          "method", "n_restarts", "n_iters")}},
+                       **{f: getattr(params, f) for f in ("eigensolver", "eig_iters", "eig_tol", "oversample",
+                                                          "tensor", "method", "n_iters")},
+                       "n_restarts": params.restarts() if params.method == "robust" else None},
         "corpus": {"source": oc.source, **res.stats},
+        "whitening": res.whitening,
         "timings_s": timings,
         "resources": resources,
         "m2_eigenvalues": res.m2_eigenvalues,

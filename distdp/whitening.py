@@ -27,10 +27,16 @@ class Whitening:
         ``s``, descending, all positive.
     eigenvectors : ndarray (d, k)
         ``U``, orthonormal columns.
+    products : int or None
+        Products with M2 the randomized solver made after the first (None: dense).
+    converged : bool or None
+        Whether it stopped on its residual tolerance (None: no tolerance, or dense).
     """
 
     eigenvalues: np.ndarray
     eigenvectors: np.ndarray
+    products: int | None = None
+    converged: bool | None = None
 
     @property
     def W(self) -> np.ndarray:
@@ -70,7 +76,7 @@ def _positive_count(vals: np.ndarray) -> int:
 
 
 def randomized_top_eigh(apply: Callable[[np.ndarray], np.ndarray], first_product: np.ndarray,
-                        k: int, n_iter: int = 3) -> Whitening:
+                        k: int, n_iter: int = 3, tol: float | None = None) -> Whitening:
     """Top-k eigenpairs of a symmetric operator by randomized subspace iteration.
 
     Parameters
@@ -86,24 +92,52 @@ def randomized_top_eigh(apply: Callable[[np.ndarray], np.ndarray], first_product
         Products with M2 after the first (≥ 1). With ``n_iter = q + 1`` this
         is subspace iteration with ``q`` power steps, then Rayleigh–Ritz on
         ``Qᵀ M2 Q`` computed from the last product. Each costs one pass.
+        With ``tol``, the most products made.
+    tol : float, optional
+        Stop once every one of the top k Ritz pairs ``(θ, u)`` of the last
+        product has relative residual ``‖M2 u − θ u‖₂ / θ ≤ tol`` (checked
+        from ``M2 Q`` at no extra pass). A fixed ``n_iter`` is not enough on
+        real text, whose spectrum near the k-th eigenvalue is flat: three
+        products left topics 0.2–0.26 (L1) from the exact eigenvectors'
+        on 24k documents, with seed-dependent α. Private fits use a fixed
+        count (each product is a release; the stopping rule would be a
+        data-dependent choice).
 
     Returns
     -------
     Whitening
+        With ``products`` (made after the first) and ``converged``.
     """
     if n_iter < 1:
         raise ValueError(f"n_iter must be ≥ 1, got {n_iter}")
     if first_product.shape[1] < k:
         raise ValueError(f"the test block has {first_product.shape[1]} columns, fewer than k={k}")
     Q, _ = np.linalg.qr(first_product)
+    converged = None
     for i in range(n_iter):
         Y = apply(Q)
-        if i < n_iter - 1:
-            Q, _ = np.linalg.qr(Y)
-    B = Q.T @ Y
-    B = 0.5 * (B + B.T)
-    vals, vecs = np.linalg.eigh(B)
-    return top_k_from_symmetric(vals, Q @ vecs, k)
+        if tol is not None or i == n_iter - 1:
+            vals, vecs = np.linalg.eigh(_sym(Q.T @ Y))
+            converged = None if tol is None else _ritz_converged(Q, Y, vals, vecs, k, tol)
+            if converged or i == n_iter - 1:
+                break
+        Q, _ = np.linalg.qr(Y)
+    wh = top_k_from_symmetric(vals, Q @ vecs, k)
+    return Whitening(wh.eigenvalues, wh.eigenvectors, products=i + 1, converged=converged)
+
+
+def _sym(B: np.ndarray) -> np.ndarray:
+    return 0.5 * (B + B.T)
+
+
+def _ritz_converged(Q: np.ndarray, Y: np.ndarray, vals: np.ndarray, vecs: np.ndarray, k: int, tol: float) -> bool:
+    """Whether the top k Ritz pairs from ``Y = M2 Q`` all have relative residual ≤ ``tol``."""
+    top = np.argsort(vals)[::-1][:k]
+    theta = vals[top]
+    if theta[-1] <= 0:
+        return False
+    residual = np.linalg.norm(Y @ vecs[:, top] - (Q @ vecs[:, top]) * theta[None, :], axis=0)
+    return bool(np.all(residual <= tol * theta))
 
 
 def dense_top_eigh(m2: np.ndarray, k: int) -> Whitening:

@@ -27,7 +27,9 @@ def register(sub) -> None:
                    help="tensor power method")
     p.add_argument("--eigensolver", choices=["randomized", "dense"], default="randomized",
                    help="dense forms the d×d M2 (small vocabularies only)")
-    p.add_argument("--restarts", type=int, help="power-method restarts L")
+    p.add_argument("--restarts", type=int, help="restarts L of the robust power method (default: "
+                                                "min(max(10, ⌈k ln 10k⌉), max(20, 3⌈ln 10k⌉)), 20 at k = 10 and 21 "
+                                                "at k = 100; private fits, on a noisy tensor: max(10, ⌈k ln 10k⌉))")
     p.add_argument("--iters", type=int, help="power-method iterations R")
     p.add_argument("--refine", type=int,
                    help="batch variational EM iterations after the spectral fit (LDA only; default 0; in a "
