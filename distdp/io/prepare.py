@@ -78,30 +78,34 @@ def normalise_text(text: pa.Array) -> pa.Array:
     return pc.replace_substring_regex(pc.utf8_lower(text), _APOSTROPHES, "'")
 
 
-def _drop_apostrophes(tokens: pa.Array) -> pa.Array:
-    """A possessive ``'s`` dropped, then every apostrophe (``john's`` → ``john``, ``rock'n'roll`` → ``rocknroll``)."""
-    return pc.replace_substring(pc.replace_substring_regex(tokens, "'s$", ""), "'", "")
+def _forms(pieces: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """(each piece as written, quotes around it stripped; the token it becomes).
+
+    The token drops a possessive ``'s``, then every apostrophe (``john's`` →
+    ``john``, ``rock'n'roll`` → ``rocknroll``).
+    """
+    written = pc.replace_substring_regex(pieces, "^'+|'+$", "")
+    return written, pc.replace_substring(pc.replace_substring_regex(written, "'s$", ""), "'", "")
 
 
-def _stop_sets(stop: list[str]) -> tuple[pa.Array, pa.Array]:
-    """(stop words as written, stop words without apostrophes that are not English words themselves)."""
-    bare = {w.replace("'", "") for w in stop if "'" in w} - _CONTRACTIONS_THAT_ARE_WORDS
-    return pa.array(sorted(set(stop)), pa.string()), pa.array(sorted(set(stop) | bare), pa.string())
+def _kept(written: pa.Array, tokens: pa.Array, min_length: int, stop: list[str] | None) -> np.ndarray:
+    """Which tokens are kept: ≥ ``min_length`` characters, and not a stop word as written or without its
+    apostrophes (unless that bare form is an English word itself: ``she'll`` goes, ``shell`` stays)."""
+    keep = pc.greater_equal(pc.utf8_length(tokens), min_length)
+    if stop:
+        bare = {w.replace("'", "") for w in stop if "'" in w} - _CONTRACTIONS_THAT_ARE_WORDS
+        is_stop = pc.or_(pc.is_in(written, value_set=pa.array(sorted(set(stop)), pa.string())),
+                         pc.is_in(tokens, value_set=pa.array(sorted(set(stop) | bare), pa.string())))
+        keep = pc.and_(keep, pc.invert(is_stop))
+    return keep.to_numpy(zero_copy_only=False)
 
 
 def tokenize(text: pa.Array, min_length: int = 3, stop: list[str] | None = None) -> tuple[np.ndarray, pa.Array]:
     """(document index of each token, tokens): the module docstring's tokenisation, vectorised in pyarrow."""
     lists = pc.split_pattern_regex(normalise_text(text), _SEPARATOR)
-    parents = pc.list_parent_indices(lists).to_numpy()
-    written = pc.replace_substring_regex(pc.list_flatten(lists), "^'+|'+$", "")  # quotes around a word
-    tokens = _drop_apostrophes(written)
-    keep = pc.greater_equal(pc.utf8_length(tokens), min_length)
-    if stop:
-        as_written, bare = _stop_sets(stop)
-        is_stop = pc.or_(pc.is_in(written, value_set=as_written), pc.is_in(tokens, value_set=bare))
-        keep = pc.and_(keep, pc.invert(is_stop))
-    keep_np = keep.to_numpy(zero_copy_only=False)
-    return parents[keep_np], pc.filter(tokens, keep)
+    written, tokens = _forms(pc.list_flatten(lists))
+    keep = _kept(written, tokens, min_length, stop)
+    return pc.list_parent_indices(lists).to_numpy()[keep], pc.filter(tokens, pa.array(keep))
 
 
 def normalise_vocab(words: list[str], min_length: int = 3, stop: list[str] | None = None,
@@ -123,13 +127,10 @@ def normalise_vocab(words: list[str], min_length: int = 3, stop: list[str] | Non
         nothing changed), for the caller to warn with.
     """
     raw = [w.strip().lstrip("\ufeff") for w in words]
-    written = pc.replace_substring_regex(normalise_text(pa.array(raw, pa.string())), "^'+|'+$", "")
-    norm = _drop_apostrophes(written).to_pylist()
-    as_written, bare = _stop_sets(stop or [])
-    never = (pc.less(pc.utf8_length(pa.array(norm)), min_length).to_numpy(zero_copy_only=False)
-             | pc.is_in(written, value_set=as_written).to_numpy(zero_copy_only=False)
-             | pc.is_in(pa.array(norm), value_set=bare).to_numpy(zero_copy_only=False)
-             | pc.match_substring_regex(pa.array(norm), _SEPARATOR).to_numpy(zero_copy_only=False))
+    written, tokens = _forms(normalise_text(pa.array(raw, pa.string())))
+    never = (~_kept(written, tokens, min_length, stop)
+             | pc.match_substring_regex(tokens, _SEPARATOR).to_numpy(zero_copy_only=False))
+    norm = tokens.to_pylist()
     kept, seen, notes = [], set(), []
     blank, repeated, unmatched = [], [], []
     for line, (orig, w, bad) in enumerate(zip(raw, norm, never), start=1):
