@@ -213,7 +213,7 @@ def _tensor_clip(backend, W, key, config, noise) -> float:
     hist = _sum(backend.call("private_tensor_bounds", backend.broadcast(W), edges, key))
     noisy = noise.add("tensor_bounds", hist, lda_private.HISTOGRAM_SENSITIVITY,
                       note="histogram of B_n ≥ ‖m3_n(W,W,W)‖_F on a grid scaled by max row norm of W (public)")
-    return lda_private.quantile_from_histogram(noisy, edges, config.quantile,
+    return lda_private.quantile_from_histogram(noisy, edges, config.tensor_quantile,
                                                noise.sigma("tensor_bounds", lda_private.HISTOGRAM_SENSITIVITY))
 
 
@@ -314,7 +314,8 @@ def fit_spectral_private(backend: Backend, vocab_size: int, params: SpectralPara
         topic_word, alpha = lda.recover_parameters(lam, V, wh.unwhiten, params.alpha0, params.model)
     stats = {"n_docs": n_total, "n_docs_used_noisy": n_hat, "n_tokens_noisy": tokens_hat, "vocab_size": d,
              "n_shards": backend.n_shards, "tensor_path": "implicit" if config.mechanism == "power" else "explicit",
-             "clip": {"m1": c1, "m2": c2, "m3": c3}}
+             "clip": {"m1": c1, "m2": c2, "m3": c3},
+             "clip_quantiles": {"m1": config.quantile, "m2": config.quantile, "m3": config.tensor_quantile}}
     result = SpectralResult(topic_word, alpha, wh.eigenvalues, np.asarray(lam), stats, st.timings)
     return PrivateSpectral(result, ledger, n_hat, tokens_hat, {"m1": c1, "m2": c2, "m3": c3})
 
