@@ -100,7 +100,15 @@ class PrivateSpectralConfig:
         ``"whitened"``: one noisy k×k×k tensor; ``"power"``: the distributed
         DP power method, noise on each ``Σ_shards T(I,U,U)``.
     eig_iters : int
-        Noisy subspace iterations on M2 (releases of ``M2 Q``).
+        Noisy subspace iterations on M2 (``eig_iters + 1`` releases of
+        ``M2 Q``). A fixed count (a stopping rule on the data would be a
+        data-dependent choice). 6: on 24k real documents (ε = 10⁴, noise
+        small) 3 left the working-vocabulary topics 0.31–0.41 (L1) from a
+        30-iteration fit's, 6 and 10 0.16 (the spread between two noise
+        seeds at 30 is 0.18); on the benchmark corpus, where 3 converge,
+        6 cost nothing measurable (N = 10⁶, ε = 1 / 2: 0.0423 / 0.0307 vs
+        0.0431 / 0.0311; N = 10⁵, ε = 8: 0.0724 vs 0.0719; one seed each),
+        although each release's noise is √(7/4) = 1.32× larger.
     power_iters : int
         Releases of the power method (``"power"`` only).
     quantile : float
@@ -124,7 +132,7 @@ class PrivateSpectralConfig:
     epsilon: float
     delta: float
     mechanism: str = "whitened"
-    eig_iters: int = 3
+    eig_iters: int = 6
     power_iters: int = 12
     quantile: float = 0.9
     tensor_quantile: float = 0.99
