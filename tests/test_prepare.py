@@ -12,7 +12,7 @@ import pytest
 from distdp import cli
 from distdp.io import corpus as cio
 from distdp.io.atomic import atomic_directory
-from distdp.io.prepare import normalise_vocab, prepare, prepare_counts, read_text_column, stop_words, tokenize
+from distdp.io.prepare import normalise_vocab, prepare_counts, read_text_column, stop_words, tokenize
 
 
 def tokens_of(*texts):
