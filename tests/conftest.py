@@ -1,4 +1,4 @@
-"""Shared fixtures: one local Ray instance per test session, shut down at the end.
+"""Shared fixtures: one local Ray instance per test session, shut down at the end; a small ratings tensor.
 
 ``ray_cluster`` gives a multi-node ``ray.cluster_utils.Cluster`` on this machine
 for one test module, then restores the session's local instance.
@@ -50,3 +50,17 @@ def ray_cluster():
         cluster.shutdown()
         if was_local:
             ray.init(**LOCAL_RAY)
+
+
+@pytest.fixture
+def ratings():
+    """1–5 ratings: a positive rank-2 tensor 15×12×10 scaled to [1, 5], half observed (mean ≈ 1.8)."""
+    import numpy as np
+
+    from distdp.completion import from_dense
+
+    rng = np.random.default_rng(0)
+    X = np.einsum("ir,jr,kr->ijk", *[rng.uniform(0, 1, (n, 2)) for n in (15, 12, 10)])
+    X = 1 + 4 * X / X.max()
+    X[rng.random(X.shape) < 0.5] = np.nan
+    return from_dense(X)

@@ -571,17 +571,8 @@ def test_divergence_warning_of_a_gradient_fit_prints_no_raw_statistic():
 # ----------------------------------------------------------------------------- offset, divergence, ranks, predict
 
 
-def ratings_obs(seed=0):
-    """1–5 ratings: a positive rank-2 tensor 15×12×10 scaled to [1, 5], half observed (mean ≈ 1.8)."""
-    rng = np.random.default_rng(seed)
-    X = np.einsum("ir,jr,kr->ijk", *[rng.uniform(0, 1, (n, 2)) for n in (15, 12, 10)])
-    X = 1 + 4 * X / X.max()
-    X[rng.random(X.shape) < 0.5] = np.nan
-    return from_dense(X)
-
-
-def test_default_offset_is_public_and_fits_ratings():
-    obs = ratings_obs()
+def test_default_offset_is_public_and_fits_ratings(ratings):
+    obs = ratings
     res = complete(obs, 3, seed=0)                                        # defaults: non-private, no bounds
     train, _ = split_holdout(obs, 0.2, np.random.default_rng(0))
     assert res.offset == pytest.approx(train.values.mean()) and "mean" in res.config["offset_source"]
@@ -598,8 +589,8 @@ def test_default_offset_is_public_and_fits_ratings():
     assert r.offset == 3.0 and r.privacy.private
 
 
-def test_nonfinite_sgd_is_a_value_error_with_advice():
-    obs = ratings_obs()
+def test_nonfinite_sgd_is_a_value_error_with_advice(ratings):
+    obs = ratings
     with pytest.raises(ValueError, match=r"SGD diverged: .*non-finite in pass \d+ .*Lower lr \(e\.g\. 0\.05\)"
                                          r".*offset") as err:
         complete(obs, 3, seed=0, offset=0.0, lr=0.5)

@@ -8,18 +8,8 @@ import pytest
 
 import distdp.completion
 from distdp.cli import main
-from distdp.completion import from_dense
 from distdp.completion.io import write_coo_parquet
 from distdp.completion.perturbation import covered_fields
-
-
-def ratings(seed=0):
-    """1–5 ratings: a positive rank-2 tensor 15×12×10 scaled to [1, 5], half observed (mean ≈ 1.8)."""
-    rng = np.random.default_rng(seed)
-    X = np.einsum("ir,jr,kr->ijk", *[rng.uniform(0, 1, (n, 2)) for n in (15, 12, 10)])
-    X = 1 + 4 * X / X.max()
-    X[rng.random(X.shape) < 0.5] = np.nan
-    return from_dense(X)
 
 
 def run(capsys, *argv):
@@ -54,7 +44,7 @@ def test_report_json_of_neighbours_differs_only_in_not_covered_fields(tmp_path, 
     assert errs[0] == errs[1]                                        # nothing data-dependent on stderr either
 
 
-def test_existing_out_is_refused_before_any_work(tmp_path, monkeypatch, capsys):
+def test_existing_out_is_refused_before_any_work(tmp_path, monkeypatch, capsys, ratings):
     out = tmp_path / "fit"
     out.mkdir()
     (out / "keep.txt").write_text("x")
@@ -63,14 +53,14 @@ def test_existing_out_is_refused_before_any_work(tmp_path, monkeypatch, capsys):
         raise AssertionError("complete() ran although --out exists")
 
     monkeypatch.setattr(distdp.completion, "complete", must_not_run)
-    np.save(tmp_path / "t.npy", ratings().dense())
+    np.save(tmp_path / "t.npy", ratings.dense())
     rc, _, err = run(capsys, tmp_path / "t.npy", "--rank", 2, "--out", out)
     assert rc == 2 and "already exists" in err and "--overwrite" in err
     assert [p.name for p in out.iterdir()] == ["keep.txt"]
 
 
-def test_defaults_fit_ratings_and_a_blowup_is_one_line(tmp_path, capsys):
-    src = write_coo_parquet(ratings(), tmp_path / "ratings.parquet")
+def test_defaults_fit_ratings_and_a_blowup_is_one_line(tmp_path, capsys, ratings):
+    src = write_coo_parquet(ratings, tmp_path / "ratings.parquet")
     rc, out, err = run(capsys, src, "--rank", 3, "--out", tmp_path / "fit")
     assert rc == 0 and "test RMSE" in out
     rep = json.loads((tmp_path / "fit" / "report.json").read_text())
@@ -107,8 +97,8 @@ def test_defaults_fit_ratings_and_a_blowup_is_one_line(tmp_path, capsys):
     (["--bounds", "1", "0"], "--bounds must be finite with lo < hi"),
     (["--model", "tucker", "--rank", "50"], "--rank 50 exceeds the tensor's size 10 in mode 3"),
 ])
-def test_errors_name_the_flags(tmp_path, capsys, args, needle):
-    np.save(tmp_path / "t.npy", ratings().dense())
+def test_errors_name_the_flags(tmp_path, capsys, args, needle, ratings):
+    np.save(tmp_path / "t.npy", ratings.dense())
     argv = [tmp_path / "t.npy", "--out", tmp_path / "fit", *args]
     if "--rank" not in args:
         argv += ["--rank", 2]
@@ -117,8 +107,8 @@ def test_errors_name_the_flags(tmp_path, capsys, args, needle):
     assert not (tmp_path / "fit").exists()
 
 
-def test_input_files_directory_complex_and_bad_metadata(tmp_path, capsys):
-    obs = ratings()
+def test_input_files_directory_complex_and_bad_metadata(tmp_path, capsys, ratings):
+    obs = ratings
     d = tmp_path / "coo"
     d.mkdir()
     write_coo_parquet(obs.subset(np.arange(0, 400)), d / "part-0.parquet")
