@@ -70,11 +70,6 @@ def run(args) -> int:
     from distdp.completion.io import write_result
     from distdp.io.atomic import check_output_dir
 
-    for flag, value, users in (("--clip", args.clip, ("gradient", "gradient-paper")),
-                               ("--lipschitz", args.lipschitz, ("output",))):
-        if value is not None and args.perturbation not in users:
-            raise ValueError(f"{flag} applies only to --perturbation {' or '.join(users)} (got "
-                             f"{args.perturbation}): drop {flag}")
     check_output_dir(args.out, args.overwrite)   # refuse an existing --out before any work
     bar = None if args.no_progress else tqdm(total=args.epochs, desc="complete", unit="pass", leave=False)
 
@@ -88,8 +83,7 @@ def run(args) -> int:
                            epsilon=args.epsilon, delta=args.delta, holdout=args.holdout,
                            bounds=tuple(args.bounds) if args.bounds else None,
                            allow_data_bounds=args.allow_data_bounds, clamp_noisy=not args.no_clamp_noisy,
-                           **{name: v for name, v in (("clip", args.clip), ("lipschitz", args.lipschitz))
-                              if v is not None}, lr=args.lr, epochs=args.epochs,
+                           clip=args.clip, lipschitz=args.lipschitz, lr=args.lr, epochs=args.epochs,
                            batch_size=args.batch_size, lam=args.lam, lam_core=args.lam_core, tol=args.tol,
                            offset=args.offset, max_row_norm=args.max_row_norm, max_core_norm=args.max_core_norm,
                            seed=args.seed, reproducible=args.reproducible,

@@ -34,6 +34,7 @@ from distdp.completion.sgd import (MODELS, ClippedGaussianRule, PaperGradientRul
                                    SGDDivergedError, SGDTrace, default_radii, run_sgd)
 
 DEFAULT_LAMBDA = {"cp": (0.01, 0.0), "tucker": (0.001, 0.0001)}   # paper §5.1: λ; λo, λg
+DEFAULT_CLIP, DEFAULT_LIPSCHITZ = 0.1, 1.0   # clip: gradient's C / gradient-paper's m; output's L
 
 # how messages name a parameter when no caller mapping is active (flags are spelled as a Python call)
 _API_FORMS = {"reproducible": "reproducible=True", "allow_data_bounds": "allow_data_bounds=True",
@@ -217,7 +218,8 @@ def _load(data, shape) -> Observations:
 def complete(data: Union[Observations, np.ndarray, str, Path], rank: int, *, model: str = "cp",
              perturbation: str = "none", epsilon: Optional[float] = None, delta: Optional[float] = None,
              holdout: float = 0.2, bounds: Optional[tuple[float, float]] = None, allow_data_bounds: bool = False,
-             clamp_noisy: bool = True, clip: float = 0.1, lipschitz: float = 1.0, lr: float = 0.05,
+             clamp_noisy: bool = True, clip: Optional[float] = None, lipschitz: Optional[float] = None,
+             lr: float = 0.05,
              epochs: int = 100, batch_size: int = 64, lam: Optional[float] = None, lam_core: Optional[float] = None,
              tol: float = 0.0, init_scale: float = 0.1, offset: Optional[float] = None,
              max_row_norm: Optional[float] = None, max_core_norm: Optional[float] = None,
@@ -255,10 +257,12 @@ def complete(data: Union[Observations, np.ndarray, str, Path], rank: int, *, mod
         Compute the bounds from the private data instead (warns; the report says not private).
     clamp_noisy : bool
         ``input``: clamp the noisy values back into the bounds (post-processing).
-    clip : float
-        ``gradient``: C, the per-entry clipping norm; ``gradient-paper``: m.
-    lipschitz : float
-        ``output``: L in Δ = 2τLη (the paper gives none).
+    clip : float, optional
+        ``gradient``: C, the per-entry clipping norm; ``gradient-paper``: m
+        (default 0.1; refused by the other perturbations).
+    lipschitz : float, optional
+        ``output``: L in Δ = 2τLη, the paper gives none (default 1; refused by
+        the other perturbations).
     lr, epochs, batch_size, tol, init_scale
         SGD settings (:class:`distdp.completion.sgd.SGDConfig`).
     lam, lam_core : float, optional
@@ -323,6 +327,8 @@ def complete(data: Union[Observations, np.ndarray, str, Path], rank: int, *, mod
                     batch_size=batch_size, lam=lam, lam_core=lam_core, tol=tol, init_scale=init_scale, offset=offset,
                     max_row_norm=max_row_norm, max_core_norm=max_core_norm, seed=seed, reproducible=reproducible,
                     shape=shape)
+    clip = DEFAULT_CLIP if clip is None else clip
+    lipschitz = DEFAULT_LIPSCHITZ if lipschitz is None else lipschitz
     if bounds is not None:
         bounds = pt.check_bounds(bounds, _n("bounds"))
     obs = _load(data, shape)
@@ -486,8 +492,14 @@ def _check_settings(*, rank, model, perturbation, epsilon, delta, holdout, bound
     if isinstance(holdout, bool) or not isinstance(holdout, (int, float, np.integer, np.floating)) \
             or not 0.0 <= holdout < 1.0:
         raise ValueError(f"{_n('holdout')} must be in [0, 1), got {holdout!r}")
-    for name, v in (("lr", lr), ("init_scale", init_scale), ("clip", clip), ("lipschitz", lipschitz)):
+    for name, v in (("lr", lr), ("init_scale", init_scale)):
         _check_real(name, v, strict=True)
+    for name, v, users in (("clip", clip, ("gradient", "gradient-paper")), ("lipschitz", lipschitz, ("output",))):
+        if v is not None:
+            if perturbation not in users:
+                raise ValueError(f"{_n(name)} applies only to {_n('perturbation')} {' or '.join(users)} (got "
+                                 f"{perturbation}): drop {_n(name)}")
+            _check_real(name, v, strict=True)
     for name, v in (("lam", lam), ("lam_core", lam_core), ("tol", tol)):
         if v is not None:
             _check_real(name, v, strict=False)
