@@ -79,12 +79,21 @@ def validate_entries(shape, idx: np.ndarray, values: np.ndarray, source: str = "
         r = int(bad[0])
         raise ValueError(f"{source}: row {r}: column 'value': {values[r]} is not a finite number"
                          f" ({bad.size} such rows)")
+    repeat = first_repeat(idx, shape)
+    if repeat is not None:
+        r = repeat[1]
+        raise ValueError(f"{source}: row {r}: entry {tuple(int(x) for x in idx[r])} is observed twice")
+
+
+def first_repeat(idx: np.ndarray, shape) -> tuple[int, int] | None:
+    """Rows ``(a, b)``, ``a < b``, of the first entry listed twice (in sorted entry order), or None.
+
+    ``idx`` (n×3) must lie inside ``shape``.
+    """
     flat = np.ravel_multi_index(tuple(idx.T), tuple(int(n) for n in shape))
     order = np.argsort(flat, kind="stable")
     dup = np.flatnonzero(np.diff(flat[order]) == 0)
-    if dup.size:
-        r = int(order[dup[0] + 1])
-        raise ValueError(f"{source}: row {r}: entry {tuple(int(x) for x in idx[r])} is observed twice")
+    return (int(order[dup[0]]), int(order[dup[0] + 1])) if dup.size else None
 
 
 def from_dense(tensor: np.ndarray, source: str = "tensor") -> Observations:

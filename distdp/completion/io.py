@@ -17,7 +17,7 @@ from typing import Optional
 
 import numpy as np
 
-from distdp.completion.entries import Observations, from_dense, validate_entries
+from distdp.completion.entries import Observations, first_repeat, from_dense, validate_entries
 from distdp.io.atomic import atomic_directory
 
 COLUMNS = ("i", "j", "k", "value")
@@ -152,11 +152,9 @@ def _load_parquet(files: list[Path], shape, where: Path) -> Observations:
     values = np.concatenate([p[2] for p in parts])
     file_of = np.concatenate([np.full(len(p[2]), n) for n, p in enumerate(parts)])
     row_of = np.concatenate([np.arange(len(p[2])) for p in parts])
-    flat = np.ravel_multi_index(tuple(idx.T), shape)
-    order = np.argsort(flat, kind="stable")
-    dup = np.flatnonzero(np.diff(flat[order]) == 0)
-    if dup.size:   # across files (duplicates within a file were reported above)
-        a, b = int(order[dup[0]]), int(order[dup[0] + 1])
+    repeat = first_repeat(idx, shape)
+    if repeat is not None:   # across files (repeats within a file were reported above)
+        a, b = repeat
         raise ValueError(f"{parts[file_of[b]][0]}: row {row_of[b]}: entry {tuple(int(x) for x in idx[b])} is also "
                          f"observed in {parts[file_of[a]][0]}, row {row_of[a]}")
     return Observations(shape, idx, values)
