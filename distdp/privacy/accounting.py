@@ -98,37 +98,26 @@ def _flatten(event: dpe.DpEvent, count: int, out: list) -> None:
         raise UnsupportedEventError(f"unsupported privacy event {event!r}")
 
 
-def _leaves(event: dpe.DpEvent) -> list:
-    """(event, count) pairs of ``event``'s composition tree (:func:`_flatten`)."""
+def _split(event: dpe.DpEvent) -> tuple[float, list]:
+    """(``Σ count/m_i²`` over ``event``'s Gaussian releases, its other ``(event, count)`` leaves).
+
+    Gaussian releases compose exactly to one Gaussian with ``1/m² = Σ 1/m_i²``
+    (the Gaussian mechanism's privacy profile depends only on sensitivity/σ).
+    """
     leaves: list = []
     _flatten(event, 1, leaves)
-    return leaves
-
-
-def _gaussian_only_multiplier(event: dpe.DpEvent) -> float | None:
-    """The one Gaussian multiplier ``(Σ count/m_i²)^(-1/2)`` ``event`` composes to, or None if it has other releases."""
-    leaves = _leaves(event)
-    if not leaves or not all(isinstance(ev, dpe.GaussianDpEvent) for ev, _ in leaves):
-        return None
-    return 1.0 / math.sqrt(sum(count / ev.noise_multiplier ** 2 for ev, count in leaves))
+    gaussian = [(ev, count) for ev, count in leaves if isinstance(ev, dpe.GaussianDpEvent)]
+    others = [(ev, count) for ev, count in leaves if not isinstance(ev, dpe.GaussianDpEvent)]
+    return sum(count / ev.noise_multiplier ** 2 for ev, count in gaussian), others
 
 
 def _pld(event: dpe.DpEvent, discretization: float):
-    """The PLD of ``event``; ``None`` if it is a no-op.
-
-    Gaussian releases are merged exactly first: k Gaussians with multipliers
-    m_i compose to one Gaussian with ``1/m² = Σ 1/m_i²`` (the Gaussian
-    mechanism's privacy profile depends only on sensitivity/σ).
-    """
-    leaves = _leaves(event)
-    inv_m2 = 0.0
+    """The PLD of ``event``, its Gaussian releases merged first (:func:`_split`); ``None`` if it is a no-op."""
+    inv_m2, others = _split(event)
     pld = None
-    for ev, count in leaves:
+    for ev, count in others:
         if isinstance(ev, dpe.NonPrivateDpEvent):
             raise ValueError("a non-private release voids the guarantee")
-        if isinstance(ev, dpe.GaussianDpEvent):
-            inv_m2 += count / ev.noise_multiplier ** 2
-            continue
         if isinstance(ev, dpe.LaplaceDpEvent):
             part = pldlib.from_laplace_mechanism(ev.noise_multiplier, value_discretization_interval=discretization)
         elif isinstance(ev, dpe.RandomizedResponseDpEvent):
@@ -148,7 +137,7 @@ def _pld(event: dpe.DpEvent, discretization: float):
 def epsilon_pld(event: dpe.DpEvent, delta: float, discretization: float | None = None) -> float:
     """ε at ``delta`` of ``event`` by PLD accounting (pessimistic discretisation: an upper bound).
 
-    Releases that are all Gaussian compose to one Gaussian (:func:`_pld`),
+    Releases that are all Gaussian compose to one Gaussian (:func:`_split`),
     whose ε(δ) is exact in closed form: with ``discretization=None`` that is
     returned (the PLD's limit as the grid shrinks; never above a PLD bound).
 
@@ -161,9 +150,9 @@ def epsilon_pld(event: dpe.DpEvent, delta: float, discretization: float | None =
     would run for minutes. Pessimistic rounding keeps every grid an upper bound.
     """
     delta = mechanisms.check_delta(delta)
-    m = _gaussian_only_multiplier(event)
-    if m is not None and discretization is None:
-        return mechanisms.gaussian_epsilon(m, delta, 1.0)
+    inv_m2, others = _split(event)
+    if discretization is None and inv_m2 > 0 and not others:
+        return mechanisms.gaussian_epsilon(1.0 / math.sqrt(inv_m2), delta, 1.0)
     if discretization is None:
         scale = 1.0
         for relative in (1.0, 1e-3):
