@@ -32,7 +32,8 @@ from typing import Any, Callable, Protocol
 import numpy as np
 
 from distdp import lda, moments, refine, whitening
-from distdp.tensor.power import robust_power_method, simultaneous_power_method
+from distdp.tensor.power import default_n_restarts, robust_power_method, simultaneous_power_method
+
 
 def default_lda_restarts(k: int) -> int:
     """Restarts of the robust power method on the k×k×k whitened tensor: ``min(max(10, ⌈k ln 10k⌉), max(20, 3⌈ln 10k⌉))``.
@@ -48,8 +49,6 @@ def default_lda_restarts(k: int) -> int:
     seed spread (≤ 0.002); L ≤ 3 lost NPMI or duplicated topics. This keeps
     twice the margin over L = 10 (20 at k = 10, 21 at k = 100).
     """
-    from distdp.tensor.power import default_n_restarts
-
     return min(default_n_restarts(k), max(20, 3 * math.ceil(math.log(10 * k))))
 
 

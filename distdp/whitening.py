@@ -8,7 +8,7 @@ after the first.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
@@ -122,8 +122,7 @@ def randomized_top_eigh(apply: Callable[[np.ndarray], np.ndarray], first_product
             if converged or i == n_iter - 1:
                 break
         Q, _ = np.linalg.qr(Y)
-    wh = top_k_from_symmetric(vals, Q @ vecs, k)
-    return Whitening(wh.eigenvalues, wh.eigenvectors, products=i + 1, converged=converged)
+    return replace(top_k_from_symmetric(vals, Q @ vecs, k), products=i + 1, converged=converged)
 
 
 def _sym(B: np.ndarray) -> np.ndarray:
