@@ -369,9 +369,10 @@ def load_tensor(path, rtol: float | None = None) -> np.ndarray:
     return forms.check_symmetric(_read_npy(p), rtol, name=f"input tensor {p}")
 
 
-def _check_int(name: str, v, minimum: int = 1) -> None:
+def _check_int(name: str, v, minimum: int = 1, what: str | None = None) -> None:
+    """Refuse an optional option ``name`` that is not an integer ≥ ``minimum`` (None passes)."""
     if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < minimum):
-        raise ValueError(f"{name} must be an integer ≥ {minimum}, got {v!r}")
+        raise ValueError(f"{name} must be {what or f'an integer ≥ {minimum}'}, got {v!r}")
 
 
 def _validate(k, epsilon, delta, n_restarts, n_iters, method, accounting, n_per_iter=None, clip=None,
@@ -380,8 +381,7 @@ def _validate(k, epsilon, delta, n_restarts, n_iters, method, accounting, n_per_
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise ValueError(f"--k must be a positive integer, got {k!r}")
     for name, v in (("--restarts", n_restarts), ("--iters", n_iters)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1):
-            raise ValueError(f"{name} must be a positive integer, got {v!r}")
+        _check_int(name, v, what="a positive integer")
     _check_int("--n-per-iter", n_per_iter)
     _check_int("--dim", dim)
     _check_int("--workers", workers)
