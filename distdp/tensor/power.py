@@ -330,6 +330,14 @@ def _check_finite(W: np.ndarray, what: str) -> np.ndarray:
     return W
 
 
+def _apply(op, U: np.ndarray) -> np.ndarray:
+    """``op.apply(U)`` as floats, its shape and finiteness checked."""
+    W = np.asarray(op.apply(U), dtype=float)
+    if W.shape != U.shape:
+        raise ValueError(f"operator.apply returned shape {W.shape}, expected {U.shape}")
+    return _check_finite(W, "T(I,u,u)")
+
+
 def _public_rescaling(op, noise) -> tuple[object, float]:
     """``(operator, factor)``: an exactly rescaled explicit tensor in non-private runs, else ``(op, 1)``.
 
@@ -402,10 +410,7 @@ def robust_power_method(T_or_op, k: int, *, n_restarts: int | None = None, n_ite
     applies = 0
 
     def deflated_apply(U: np.ndarray, i: int) -> np.ndarray:
-        W = np.asarray(op.apply(U), dtype=float)
-        if W.shape != U.shape:
-            raise ValueError(f"operator.apply returned shape {W.shape}, expected {U.shape}")
-        return _check_finite(W, "T(I,u,u)") - forms.deflation_apply(lam[:i], V[:, :i], U)
+        return _apply(op, U) - forms.deflation_apply(lam[:i], V[:, :i], U)
 
     for i in range(k):
         t0 = time.perf_counter()
@@ -570,29 +575,22 @@ def simultaneous_power_method(T_or_op, k: int, *, n_restarts: int | None = None,
         notes = (SIMULTANEOUS_NO_RESTARTS_NOTE,)
         warnings.warn(SIMULTANEOUS_NO_RESTARTS_NOTE, UserWarning, stacklevel=2)
 
-    def apply(U: np.ndarray) -> np.ndarray:
-        W = np.asarray(op.apply(U), dtype=float)
-        if W.shape != U.shape:
-            raise ValueError(f"operator.apply returned shape {W.shape}, expected {U.shape}")
-        return _check_finite(W, "T(I,u,u)")
-
+    method = "simultaneous" if noise is None else "private-simultaneous"
     t0 = time.perf_counter()
     if L == 1:  # orthogonal iteration
         U = _qr_positive(rng.standard_normal((d, k)))
         for _ in range(R):
-            W = apply(U)
+            W = _apply(op, U)
             U = _qr_positive(W if noise is None else W + noise.apply_noise(U))
-        vals = np.einsum("il,il->l", U, apply(U))
+        vals = np.einsum("il,il->l", U, _apply(op, U))
         if noise is not None:
             vals = vals + noise.value_noise(U)
         order = np.argsort(-vals, kind="stable")
-        method = "simultaneous" if noise is None else "private-simultaneous"
         return PowerResult(vals[order] * factor, U[:, order], method, 1, R, R + 1, np.zeros(k, dtype=int),
                            vals[order][:, None] * factor, (time.perf_counter() - t0,), notes=notes)
 
     U = np.zeros((d, k, L))        # candidates of component j: U[:, j, :]
     best = np.zeros((d, k))        # current best candidate of each component
-    started = np.zeros(k, dtype=bool)
     lam = np.zeros(k)
     chosen = np.zeros(k, dtype=int)
     values = np.zeros((k, L))
@@ -601,12 +599,11 @@ def simultaneous_power_method(T_or_op, k: int, *, n_restarts: int | None = None,
         first = [j for j in range(k) if t == j * S]
         for j in first:  # a new stage: L random starts, orthogonal to the earlier bests
             U[:, j, :] = _fresh(best[:, :j], d, L, rng)
-            started[j] = True
         active = [j for j in range(k) if j * S <= t <= j * S + R]
         iterating = [j for j in active if t < j * S + R]
         finishing = [j for j in active if t == j * S + R]
         cols = U[:, active, :].reshape(d, len(active) * L)
-        W = apply(cols).reshape(d, len(active), L)
+        W = _apply(op, cols).reshape(d, len(active), L)
         pos = {j: a for a, j in enumerate(active)}
         if iterating and noise is not None:
             idx = [pos[j] for j in iterating]
@@ -639,6 +636,5 @@ def simultaneous_power_method(T_or_op, k: int, *, n_restarts: int | None = None,
                 restart = True  # later components were deflated by another vector: start them again
             best[:, j] = new_best
     order = np.argsort(-lam, kind="stable")
-    method = "simultaneous" if noise is None else "private-simultaneous"
     return PowerResult(lam[order] * factor, best[:, order], method, L, R, rounds, chosen[order],
                        values[order] * factor, (time.perf_counter() - t0,), notes=notes)
