@@ -369,7 +369,7 @@ def refine_em_private(backend: Backend, topic_word: np.ndarray, alpha: np.ndarra
 
 
 def _release_unmix(parts: list, stage: str, norm_cap: float, noise: _Noise, gram_note: str, q_note: str,
-                   threshold: float, symmetric: bool) -> np.ndarray:
+                   threshold: float, symmetric: bool, scales: np.ndarray | None = None) -> np.ndarray:
     """Noisy ``G`` (``<stage>_gram``) and ``Q`` (``<stage>_sstats``) from the shards' ``(Q, G)``, solved for the topics.
 
     A symmetric ``G`` is released on its unique entries; the sensitivities
@@ -385,7 +385,8 @@ def _release_unmix(parts: list, stage: str, norm_cap: float, noise: _Noise, gram
     else:
         gram = noise.add(f"{stage}_gram", gram, sens_g, note=gram_note)
     q = noise.add(f"{stage}_sstats", _sum([p_[0] for p_ in parts]), sens_q, note=q_note)
-    return lda_private.unmix_topics(q, gram, noise.sigma(f"{stage}_sstats", sens_q), threshold, symmetric=symmetric)
+    return lda_private.unmix_topics(q, gram, noise.sigma(f"{stage}_sstats", sens_q), threshold, symmetric=symmetric,
+                                    scales=scales)
 
 
 def unmix_tail_private(view: ColumnBackend, topic_word: np.ndarray, alpha: np.ndarray,
@@ -400,6 +401,9 @@ def unmix_tail_private(view: ColumnBackend, topic_word: np.ndarray, alpha: np.nd
     iteration from topics flat outside the working vocabulary, which spreads
     each such word over every topic its documents mix (≈ 45% of its mass on
     wrong topics at Σα = 1), the solve undoes that mixing in one release.
+    Its words are not scaled as the pass's are (:func:`unmix_private`): at
+    ε = 1, N = 10⁶ that moved the final L1 by 0.0002 (0.0359 vs 0.0361, one
+    seed), within the spread between noise seeds.
     """
     start = np.maximum(topic_word, 1e-12)
     start = start / start.sum(axis=1, keepdims=True)
@@ -411,31 +415,37 @@ def unmix_tail_private(view: ColumnBackend, topic_word: np.ndarray, alpha: np.nd
                           threshold, symmetric=True)
 
 
-def unmix_private(backend: Backend, topic_word: np.ndarray, alpha: np.ndarray, norm_cap: float, noise: _Noise,
+def unmix_private(backend: Backend, topic_word: np.ndarray, alpha: np.ndarray, scan: Scan, noise: _Noise,
                   passes: int, threshold: float = EM_THRESHOLD, max_inner: int = 100, tol: float = 1e-3,
-                  progress: Callable | None = None) -> np.ndarray:
+                  progress: Callable | None = None, scale_power: float = lda_private.UNMIX_SCALE_POWER) -> np.ndarray:
     """``passes`` one-hot unmixing releases on every word (``unmix_gram``, ``unmix_sstats``), each from the last.
 
     Each pass estimates every document's mixture ``θ̂_n`` on all its words
     under the current topics; with ``e_n`` the one-hot of ``argmax θ̂_n`` the
     coordinator releases ``G = Σ w_n l_n e_n θ̂_nᵀ`` (all k² entries) and
-    ``Q = Σ w_n e_n x_nᵀ`` with Gaussian noise and solves ``β̂ = G⁻¹Q``
-    (:func:`distdp.privacy.lda_private.hard_unmix_statistics`). From the tail
+    ``Q = Σ w_n (e_n x_nᵀ)∘S`` with Gaussian noise and solves ``β̂ = G⁻¹(Q/S)``
+    (:func:`distdp.privacy.lda_private.hard_unmix_statistics`); the word
+    scales ``S`` (:func:`~distdp.privacy.lda_private.unmix_scales`, power
+    ``scale_power``) come from the current topics and ``scan``'s frequencies
+    and ``scan.norm_cap`` is ``C``. From the tail
     release's topics one pass leaves L1 0.045 where two private EM iterations
     leave 0.050 (ε = 1, N = 10⁶, ``benchmarks/lda_privacy_utility.py``; both
     scale every document to the sensitivity): EM splits each word between
     topics by its start's own ratios and keeps the zeros of its start; the
     solve is a fresh estimate of every word's topics.
     """
+    norm_cap = scan.norm_cap
     rule = (f"e_n = onehot(argmax θ̂_n), θ̂_n from all words, "
-            f"w_n = min({norm_cap:.4g}/‖x_n‖₂, {norm_cap:.4g}²/(‖θ̂_n‖₂‖x_n‖₁))")
+            f"w_n = min({norm_cap:.4g}/‖x_n∘s_(argmax θ̂_n)‖₂, {norm_cap:.4g}²/(‖θ̂_n‖₂‖x_n‖₁)), "
+            f"word scales S = b^(-{scale_power:.3g}) from the current topics and the scan (unmix_scales)")
     for t in range(passes):
+        scales = lda_private.unmix_scales(topic_word, scan.frequencies, scale_power)
         parts = backend.call("unmix_statistics", backend.broadcast(topic_word), alpha, float(norm_cap), max_inner,
-                             tol)
+                             tol, backend.broadcast(scales))
         topic_word = _release_unmix(parts, "unmix", norm_cap, noise,
                                     f"Σ_n w_n l_n e_n θ̂_nᵀ (k×k, all entries) per pass, {rule}",
-                                    f"Σ_n w_n e_n x_nᵀ (k×d) per pass, {rule}; β̂ = G⁻¹Q, entries below "
-                                    f"{threshold:g}σ set to 0", threshold, symmetric=False)
+                                    f"Σ_n w_n (e_n x_nᵀ)∘S (k×d) per pass, {rule}; β̂ = G⁻¹(Q/S), entries below "
+                                    f"{threshold:g}σ set to 0", threshold, symmetric=False, scales=scales)
         if progress is not None:
             progress("unmix", t + 1, passes)
     return topic_word
@@ -558,8 +568,7 @@ def fit_lda_private_scalable(backend: Backend, vocab_size: int, params: Spectral
     else:
         topic_word = lda_private.embed_topics(ps.result.topic_word, columns, scan.frequencies, d)
     if r.unmix:
-        topic_word = unmix_private(backend, topic_word, ps.result.alpha, scan.norm_cap, noise, r.unmix,
-                                   progress=progress)
+        topic_word = unmix_private(backend, topic_word, ps.result.alpha, scan, noise, r.unmix, progress=progress)
     if not r.refine:
         return PrivateLDA(topic_word, ps.result.alpha, ps, columns, scan, None)
     share = float(np.clip(np.maximum(scan.frequencies[columns], 0).sum()

@@ -231,15 +231,16 @@ class Shard:
         return lda_private.tail_statistics(self.counts, refine.theta_from_gamma(res.gamma), norm_cap)
 
     def unmix_statistics(self, topic_word: np.ndarray, alpha: np.ndarray, norm_cap: float, max_iter: int = 100,
-                         tol: float = 1e-3) -> tuple:
+                         tol: float = 1e-3, scales: np.ndarray | None = None) -> tuple:
         """An ``unmix`` pass's partial sums ``(Q, G)`` (:func:`distdp.privacy.lda_private.hard_unmix_statistics`).
 
         Each document's topic mixture is the E-step's posterior mean on all
         its words under the (already released) ``topic_word``, floored at
-        1e-12 so that no word rules a topic out.
+        1e-12 so that no word rules a topic out. ``scales``: the pass's
+        word scales (:func:`distdp.privacy.lda_private.unmix_scales`).
         """
         res = refine.e_step(self.counts, np.maximum(topic_word, 1e-12), alpha, None, max_iter, tol, False)
-        return lda_private.hard_unmix_statistics(self.counts, refine.theta_from_gamma(res.gamma), norm_cap)
+        return lda_private.hard_unmix_statistics(self.counts, refine.theta_from_gamma(res.gamma), norm_cap, scales)
 
     def transform(self, exp_elog_beta: np.ndarray, alpha: np.ndarray, max_iter: int = 100,
                   tol: float = 1e-3) -> tuple:

@@ -63,9 +63,9 @@ __all__ = [
     "STAGES", "COUNT_SENSITIVITY", "PrivateSpectralConfig", "StageNoise", "plan_noise",
     "log_grid", "histogram", "quantile_from_histogram", "doc_norms", "tensor_norm_bound",
     "clip_factors", "assemble_tensor", "assemble_tensor_apply", "whitening_noise_level", "em_sensitivity",
-    "SCAN_SENSITIVITY",
+    "SCAN_SENSITIVITY", "UNMIX_SCALE_POWER",
     "count_norms", "working_columns", "embed_topics", "threshold_noisy", "unmix_weights", "tail_statistics",
-    "tail_sensitivities", "hard_unmix_statistics", "unmix_topics",
+    "tail_sensitivities", "hard_unmix_statistics", "unmix_topics", "unmix_scales",
 ]
 
 #: Release stages of the spectral fit, in order, and their default share of the Gaussian budget (μ²).
@@ -81,6 +81,9 @@ HISTOGRAM_SENSITIVITY = math.sqrt(2.0)
 
 #: ℓ2 sensitivity of the scan release ``[Σ_n x_n/l_n, hist(‖x_n‖₂)]`` (module docstring).
 SCAN_SENSITIVITY = 2.0
+
+#: Exponent of the unmixing pass's word scales, s ∝ b^{-1/3} (:func:`unmix_scales`).
+UNMIX_SCALE_POWER = 1.0 / 3.0
 
 #: Public grids: log-spaced bins for ‖m1_n‖, ‖m2_n‖_F ∈ (0, 1], for B_n relative to r³ and for ‖x_n‖₂ ≥ 1.
 NORM_GRID = (2.0 ** -24, 1.0, 96)
@@ -385,12 +388,54 @@ def unmix_weights(norms: np.ndarray, lengths: np.ndarray, norm_cap: float,
     return np.where(q > 0, np.minimum(c / np.where(q > 0, q, 1.0), c * c / np.where(r > 0, r, 1.0)), 0.0)
 
 
-def _unmix_sums(counts: sp.csr_matrix, theta: np.ndarray, g: np.ndarray, norm_cap: float):
-    """``Q = Σ_n w_n g_n x_nᵀ`` and ``G = Σ_n w_n l_n g_n θ̂_nᵀ`` with the weights of :func:`unmix_weights`."""
-    counts = sp.csr_matrix(counts)
+def unmix_scales(topic_word: np.ndarray, frequencies: np.ndarray, power: float = UNMIX_SCALE_POWER) -> np.ndarray:
+    """Per-topic word scales ``s_iv = b_iv^{-p}`` of an unmixing pass (k×d), from released topics and frequencies.
+
+    ``b_i = ½(β̂_i + f̂)``, with ``β̂`` the current topics and ``f̂`` the scan's
+    word frequencies (both post-processing of earlier releases, clipped at 0
+    and normalised), floored at ``1/(2d)``; each row is scaled so that
+    ``Σ_v b_iv s_iv² = Σ_v b_iv`` (a typical document keeps its norm).
+
+    Why: the pass releases ``Q_iv = s_iv Σ_{n→i} w_n x_nv`` with each
+    document scaled to ``‖w x∘s_i‖₂ = C``, so entry ``(i, v)`` of ``Q/s``
+    carries noise ``σ/s_iv``. For a document of topic i, ``‖x∘s_i‖₂²`` grows
+    as ``Σ_v b_iv s_iv²``, and the sum of the entries' noise over the words,
+    ``∝ (Σ_v b_iv s_iv²)^{1/2} Σ_v 1/s_iv``, is smallest at ``s ∝ b^{-1/3}``
+    (Lagrange): rare words, which cost a document little norm, get less
+    noise, frequent ones (whose topic weights are large) more. The floor and
+    the half of ``f̂`` keep a word the current topics put at 0 (thresholded)
+    or a mixed document's stray word from blowing up a norm. ``power = 0``
+    gives scales of 1 (the unscaled pass).
+    """
+    tw = np.maximum(np.asarray(topic_word, dtype=np.float64), 0.0)
+    f = np.maximum(np.asarray(frequencies, dtype=np.float64), 0.0)
+    d = tw.shape[1]
+    if f.shape != (d,):
+        raise ValueError(f"frequencies must have shape ({d},), got {f.shape}")
+    rows = tw.sum(axis=1, keepdims=True)
+    tw = np.where(rows > 0, tw / np.where(rows > 0, rows, 1.0), 1.0 / d)
+    f = f / f.sum() if f.sum() > 0 else np.full(d, 1.0 / d)
+    b = np.maximum(0.5 * (tw + f), 0.5 / d)
+    s = b ** -float(power)
+    return s * np.sqrt(b.sum(axis=1, keepdims=True) / (b * s * s).sum(axis=1, keepdims=True))
+
+
+def _unmix_sums(counts: sp.csr_matrix, theta: np.ndarray, g: np.ndarray, norm_cap: float, norms: np.ndarray):
+    """``Q = Σ_n w_n g_n x_nᵀ`` and ``G = Σ_n w_n l_n g_n θ̂_nᵀ`` with the weights of :func:`unmix_weights`.
+
+    ``norms``: the norm each document's ``Q`` term is scaled by, per unit of ``‖g_n‖₂``.
+    """
     lengths = moments.doc_lengths(counts)
-    w = unmix_weights(count_norms(counts), lengths, norm_cap, np.linalg.norm(theta, axis=1), np.linalg.norm(g, axis=1))
+    w = unmix_weights(norms, lengths, norm_cap, np.linalg.norm(theta, axis=1), np.linalg.norm(g, axis=1))
     return np.asarray((counts.T @ (g * w[:, None])).T), (g * (w * lengths)[:, None]).T @ theta
+
+
+def _scaled_norms(counts: sp.csr_matrix, rows: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """``‖x_n ∘ s_{rows_n}‖₂`` of every document, in O(nnz) memory."""
+    sq = counts.multiply(counts).tocsr()
+    doc = np.repeat(np.arange(sq.shape[0]), np.diff(sq.indptr))
+    sq.data = sq.data * scales[rows[doc], sq.indices] ** 2
+    return np.sqrt(np.asarray(sq.sum(axis=1)).ravel())
 
 
 def tail_statistics(counts: sp.csr_matrix, theta: np.ndarray, norm_cap: float) -> tuple[np.ndarray, np.ndarray]:
@@ -405,11 +450,12 @@ def tail_statistics(counts: sp.csr_matrix, theta: np.ndarray, norm_cap: float) -
     recovers β on every word from one release instead of EM's slow, noisy
     sharpening of words outside the working vocabulary.
     """
-    theta = np.asarray(theta, dtype=np.float64)
-    return _unmix_sums(counts, theta, theta, norm_cap)
+    theta, counts = np.asarray(theta, dtype=np.float64), sp.csr_matrix(counts)
+    return _unmix_sums(counts, theta, theta, norm_cap, count_norms(counts))
 
 
-def hard_unmix_statistics(counts: sp.csr_matrix, theta: np.ndarray, norm_cap: float) -> tuple[np.ndarray, np.ndarray]:
+def hard_unmix_statistics(counts: sp.csr_matrix, theta: np.ndarray, norm_cap: float,
+                          scales: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Unmixing sums with one-hot weights: ``Q = Σ w_n e_n x_nᵀ`` (k×d), ``G = Σ w_n l_n e_n θ̂_nᵀ`` (k×k).
 
     ``e_n`` is the one-hot of ``argmax θ̂_n`` and
@@ -423,11 +469,19 @@ def hard_unmix_statistics(counts: sp.csr_matrix, theta: np.ndarray, norm_cap: fl
     topic, which lowered the solve's noise: L1 0.048 vs 0.056 at half of the
     ε = 1 budget, N = 10⁶, one seed, with the weights then clipped at 1). Solve with
     ``unmix_topics(..., symmetric=False)``.
+
+    With ``scales`` (:func:`unmix_scales`) ``Q`` is ``Σ w_n (e_n x_nᵀ)∘S``
+    and ``w_n`` is set from ``‖x_n∘s_{i(n)}‖₂``: the same sensitivities, and
+    ``unmix_topics(..., scales=scales)`` divides the scales out.
     """
-    theta = np.asarray(theta, dtype=np.float64)
+    theta, counts = np.asarray(theta, dtype=np.float64), sp.csr_matrix(counts)
+    rows = theta.argmax(axis=1)
     e = np.zeros_like(theta)
-    e[np.arange(theta.shape[0]), theta.argmax(axis=1)] = 1.0
-    return _unmix_sums(counts, theta, e, norm_cap)
+    e[np.arange(theta.shape[0]), rows] = 1.0
+    if scales is None:
+        return _unmix_sums(counts, theta, e, norm_cap, count_norms(counts))
+    Q, G = _unmix_sums(counts, theta, e, norm_cap, _scaled_norms(counts, rows, scales))
+    return Q * scales, G
 
 
 def tail_sensitivities(norm_cap: float) -> tuple[float, float]:
@@ -443,12 +497,15 @@ def tail_sensitivities(norm_cap: float) -> tuple[float, float]:
     return math.sqrt(2.0) * c, math.sqrt(2.0) * c * c
 
 
-def unmix_topics(Q: np.ndarray, G: np.ndarray, sigma_q: float, threshold: float, symmetric: bool = True) -> np.ndarray:
+def unmix_topics(Q: np.ndarray, G: np.ndarray, sigma_q: float, threshold: float, symmetric: bool = True,
+                 scales: np.ndarray | None = None) -> np.ndarray:
     """Topics on every word from a noisy unmixing release: ``β̂ = G⁻¹Q``, thresholded, rows normalised.
 
     Entry ``(i, v)`` of ``G⁻¹Q`` carries noise of standard deviation
     ``σ_Q ‖(G⁻¹)_i‖₂``; entries below ``threshold`` of those are set to 0
-    (post-processing, as :func:`threshold_noisy`). ``symmetric``: ``G`` is
+    (post-processing, as :func:`threshold_noisy`). With ``scales`` ``S``
+    (:func:`hard_unmix_statistics`) the solve is ``β̂ = G⁻¹(Q/S)`` and entry
+    ``(i, v)``'s standard deviation ``σ_Q (Σ_j (G⁻¹)_ij²/S_jv²)^{1/2}``. ``symmetric``: ``G`` is
     a Gram matrix (:func:`tail_statistics`) and must be positive definite;
     otherwise (:func:`hard_unmix_statistics`) its eigenvalues must have
     positive real parts (as when each topic dominates the documents assigned
@@ -469,8 +526,11 @@ def unmix_topics(Q: np.ndarray, G: np.ndarray, sigma_q: float, threshold: float,
                          f"is not positive definite (smallest eigenvalue {smallest:.3g}"
                          f"{'' if symmetric else ', real part'}): too few documents or too small a budget for this k")
     Ginv = np.linalg.inv(G)
-    B = Ginv @ Q
-    B = threshold_noisy(B, float(sigma_q) * np.linalg.norm(Ginv, axis=1)[:, None], threshold)
+    if scales is None:
+        B, sd = Ginv @ Q, np.linalg.norm(Ginv, axis=1)[:, None]
+    else:
+        B, sd = Ginv @ (Q / scales), np.sqrt((Ginv * Ginv) @ scales ** -2.0)
+    B = threshold_noisy(B, float(sigma_q) * sd, threshold)
     mass = B.sum(axis=1, keepdims=True)
     if np.any(mass <= 0):
         raise ValueError("the privacy budget cannot be met: a topic has no word above the noise in the unmixing "
