@@ -296,7 +296,7 @@ def _report(fit, oc, params, mech, epsilon, delta, spent, seed, reproducible, le
         "parameters": {"k": params.k, "alpha0": params.alpha0, "model": params.model, "seed": seed,
                        "backend": backend, "workers": oc.backend.n_shards, "refine": r.refine if r else 0,
                        "unmix": r.unmix if r else 0,
-                       "unmix_scale_power": lda_private.UNMIX_SCALE_POWER if r and r.unmix else None,
+                       "word_scale_power": lda_private.WORD_SCALE_POWER if r and (r.unmix or r.refine) else None,
                        "eta": eta if r and r.refine else None,
                        "refine_budget": r.refine_budget if r and r.active else None,
                        "length_cap": length_cap, "epsilon": epsilon, "delta": delta, "mechanism": mech,

@@ -330,14 +330,22 @@ WORKING_VOCAB_PER_TOPIC = 100
 def refine_em_private(backend: Backend, topic_word: np.ndarray, alpha: np.ndarray, tokens_hat: float,
                       n_iter: int, eta: float, norm_cap: float, multiplier: float, rng: np.random.Generator,
                       ledger: PrivacyLedger, progress: Callable | None = None, max_inner: int = 100,
-                      tol: float = 1e-3, threshold: float = EM_THRESHOLD) -> RefineResult:
+                      tol: float = 1e-3, threshold: float = EM_THRESHOLD, frequencies: np.ndarray | None = None,
+                      scale_power: float = lda_private.WORD_SCALE_POWER) -> RefineResult:
     """Private batch variational EM: Gaussian noise on each iteration's summed statistics.
 
     Each shard runs the E-step and scales every document's statistic
-    ``x_n ∘ φ_n`` by ``w_n = C/‖x_n ∘ φ_n‖_F`` (``C = norm_cap``); the coordinator sums
-    ``Σ_n w_n x_n ∘ φ_n`` (k×d), adds ``N(0, (multiplier·√2·C)²)`` once, sets
-    the entries below ``threshold`` noise deviations to 0 and takes
-    ``λ = η + that``. The per-document γ/φ, the evidence bound and the inner
+    ``x_n ∘ φ_n`` by ``w_n = C/‖(x_n ∘ φ_n)∘S‖_F`` (``C = norm_cap``); the
+    coordinator sums ``Σ_n w_n (x_n ∘ φ_n)∘S`` (k×d), adds
+    ``N(0, (multiplier·√2·C)²)`` once, divides ``S`` out, sets the entries
+    below ``threshold`` of their noise deviations (``σ/S``) to 0 and takes
+    ``λ = η + that``. ``S`` are the word scales of
+    :func:`~distdp.privacy.lda_private.word_scales` from the current topics
+    and the scan's ``frequencies`` (all ones without them): one E-step from
+    the true topics of the ``lda_privacy_utility`` corpus (N = 2·10⁵) with
+    the noise of the whole ε = 1 budget gave L1 0.050 with them, 0.062 with
+    scales from the frequencies alone and 0.069 without (0.018 without noise
+    in all three). The per-document γ/φ, the evidence bound and the inner
     iteration counts stay on the shards (``elbo`` and ``inner_iterations``
     are empty).
     """
@@ -348,8 +356,10 @@ def refine_em_private(backend: Backend, topic_word: np.ndarray, alpha: np.ndarra
     sigma = multiplier * sens
     ledger.record(Release("em_sstats", "gaussian", sens, sigma, n_iter,
                           accounting.gaussian_event(multiplier, n_iter), NEIGHBOUR,
-                          f"Σ_n w_n x_n∘φ_n (k×d) per EM iteration, w_n = {norm_cap:.4g}/‖x_n∘φ_n‖_F; "
-                          f"entries below {threshold:g}σ set to 0"))
+                          f"Σ_n w_n (x_n∘φ_n)∘S (k×d) per EM iteration, w_n = {norm_cap:.4g}/‖(x_n∘φ_n)∘S‖_F, "
+                          + ("S = 1" if frequencies is None else f"word scales S = b^(-{scale_power:.3g}) from the "
+                             f"current topics and the scan (word_scales)")
+                          + f"; divided by S, entries below {threshold:g}σ/S set to 0"))
     lam = refine.init_lambda(topic_word, alpha, tokens_hat, eta)
     key = time.time_ns()
     secs = []
@@ -357,11 +367,13 @@ def refine_em_private(backend: Backend, topic_word: np.ndarray, alpha: np.ndarra
         t0 = time.perf_counter()
         elog = refine.dirichlet_expectation(lam)
         eeb = np.exp(elog)
+        scales = (np.ones_like(lam) if frequencies is None
+                  else lda_private.word_scales(lam - eta, frequencies, scale_power))
         parts = backend.call("e_step", backend.broadcast(eeb), backend.broadcast(elog), alpha, key, max_inner, tol,
-                             float(norm_cap))
+                             float(norm_cap), None if frequencies is None else backend.broadcast(scales))
         sstats = eeb * _sum([p_[0] for p_ in parts])
-        noisy = sstats + mechanisms.gaussian_noise(sstats.shape, sigma, rng)
-        lam = eta + lda_private.threshold_noisy(noisy, sigma, threshold)
+        noisy = (sstats * scales + mechanisms.gaussian_noise(sstats.shape, sigma, rng)) / scales
+        lam = eta + lda_private.threshold_noisy(noisy, sigma / scales, threshold)
         secs.append(time.perf_counter() - t0)
         if progress is not None:
             progress("refine", t + 1, n_iter)
@@ -417,7 +429,7 @@ def unmix_tail_private(view: ColumnBackend, topic_word: np.ndarray, alpha: np.nd
 
 def unmix_private(backend: Backend, topic_word: np.ndarray, alpha: np.ndarray, scan: Scan, noise: _Noise,
                   passes: int, threshold: float = EM_THRESHOLD, max_inner: int = 100, tol: float = 1e-3,
-                  progress: Callable | None = None, scale_power: float = lda_private.UNMIX_SCALE_POWER) -> np.ndarray:
+                  progress: Callable | None = None, scale_power: float = lda_private.WORD_SCALE_POWER) -> np.ndarray:
     """``passes`` one-hot unmixing releases on every word (``unmix_gram``, ``unmix_sstats``), each from the last.
 
     Each pass estimates every document's mixture ``θ̂_n`` on all its words
@@ -425,7 +437,7 @@ def unmix_private(backend: Backend, topic_word: np.ndarray, alpha: np.ndarray, s
     coordinator releases ``G = Σ w_n l_n e_n θ̂_nᵀ`` (all k² entries) and
     ``Q = Σ w_n (e_n x_nᵀ)∘S`` with Gaussian noise and solves ``β̂ = G⁻¹(Q/S)``
     (:func:`distdp.privacy.lda_private.hard_unmix_statistics`); the word
-    scales ``S`` (:func:`~distdp.privacy.lda_private.unmix_scales`, power
+    scales ``S`` (:func:`~distdp.privacy.lda_private.word_scales`, power
     ``scale_power``) come from the current topics and ``scan``'s frequencies
     and ``scan.norm_cap`` is ``C``. From the tail
     release's topics one pass leaves L1 0.045 where two private EM iterations
@@ -437,9 +449,9 @@ def unmix_private(backend: Backend, topic_word: np.ndarray, alpha: np.ndarray, s
     norm_cap = scan.norm_cap
     rule = (f"e_n = onehot(argmax θ̂_n), θ̂_n from all words, "
             f"w_n = min({norm_cap:.4g}/‖x_n∘s_(argmax θ̂_n)‖₂, {norm_cap:.4g}²/(‖θ̂_n‖₂‖x_n‖₁)), "
-            f"word scales S = b^(-{scale_power:.3g}) from the current topics and the scan (unmix_scales)")
+            f"word scales S = b^(-{scale_power:.3g}) from the current topics and the scan (word_scales)")
     for t in range(passes):
-        scales = lda_private.unmix_scales(topic_word, scan.frequencies, scale_power)
+        scales = lda_private.word_scales(topic_word, scan.frequencies, scale_power)
         parts = backend.call("unmix_statistics", backend.broadcast(topic_word), alpha, float(norm_cap), max_inner,
                              tol, backend.broadcast(scales))
         topic_word = _release_unmix(parts, "unmix", norm_cap, noise,
@@ -574,5 +586,6 @@ def fit_lda_private_scalable(backend: Backend, vocab_size: int, params: Spectral
     share = float(np.clip(np.maximum(scan.frequencies[columns], 0).sum()
                           / max(np.maximum(scan.frequencies, 0).sum(), 1e-300), 1e-3, 1.0))
     em = refine_em_private(backend, topic_word, ps.result.alpha, ps.tokens_hat / share, r.refine, eta,
-                           scan.norm_cap, plan["em_sstats"].multiplier, rng, ledger, progress)
+                           scan.norm_cap, plan["em_sstats"].multiplier, rng, ledger, progress,
+                           frequencies=scan.frequencies)
     return PrivateLDA(em.topic_word, ps.result.alpha, ps, columns, scan, em)

@@ -72,7 +72,8 @@ class EStepResult:
 
 def e_step(counts: sp.csr_matrix, exp_elog_beta: np.ndarray, alpha: np.ndarray, gamma0: np.ndarray | None = None,
            max_iter: int = 100, tol: float = 1e-3, with_sstats: bool = True, elog_beta: np.ndarray | None = None,
-           block: int = E_BLOCK, contribution_cap: float | None = None) -> EStepResult:
+           block: int = E_BLOCK, contribution_cap: float | None = None,
+           contribution_scales: np.ndarray | None = None) -> EStepResult:
     """Mean-field E-step for every document of ``counts`` (vectorised over documents and words).
 
     Parameters
@@ -99,6 +100,11 @@ def e_step(counts: sp.csr_matrix, exp_elog_beta: np.ndarray, alpha: np.ndarray, 
         ``C/‖c_n ∘ φ_n‖_F`` before it is summed, so it has Frobenius norm
         exactly ``C`` (:func:`contribution_scale`). The posterior (γ, φ) still
         comes from the unscaled counts.
+    contribution_scales : ndarray (k, d), optional
+        With ``contribution_cap``: the norm is that of ``(c_n ∘ φ_n) ∘ S``
+        (the word scales of :func:`distdp.privacy.lda_private.word_scales`),
+        so that ``sstats ∘ S`` (after ``Ê_β``) has terms of norm ``C``; the
+        statistics returned are still unscaled.
     """
     counts = sp.csr_matrix(counts)
     n, d = counts.shape
@@ -107,6 +113,7 @@ def e_step(counts: sp.csr_matrix, exp_elog_beta: np.ndarray, alpha: np.ndarray, 
     sstats = np.zeros((k, d)) if with_sstats else None
     bound, iters = 0.0, 0
     eb_t = np.ascontiguousarray(exp_elog_beta.T)  # (d, k)
+    s_t = None if contribution_scales is None else np.ascontiguousarray(np.asarray(contribution_scales).T)
     elog_b = np.log(exp_elog_beta) if elog_beta is None else elog_beta
     for start in range(0, n, block):
         C = counts[start:start + block]
@@ -142,7 +149,8 @@ def e_step(counts: sp.csr_matrix, exp_elog_beta: np.ndarray, alpha: np.ndarray, 
         if with_sstats:
             data = C.data / norm
             if contribution_cap is not None:
-                data = data * contribution_scale(data, et_rows * eb_cols, rows, C.shape[0], contribution_cap)[rows]
+                phi_w = et_rows * eb_cols if s_t is None else et_rows * eb_cols * s_t[cols]
+                data = data * contribution_scale(data, phi_w, rows, C.shape[0], contribution_cap)[rows]
             ratio = sp.csr_matrix((data, cols, C.indptr), shape=C.shape)
             sstats += (ratio.T @ et).T
         bound += doc_bound(C, g, elog_t, elog_b, alpha, rows)

@@ -202,7 +202,8 @@ class Shard:
 
     # ------------------------------------------------------------------ variational EM
     def e_step(self, exp_elog_beta: np.ndarray, elog_beta: np.ndarray, alpha: np.ndarray, key=None,
-               max_iter: int = 100, tol: float = 1e-3, norm_cap: float | None = None) -> tuple:
+               max_iter: int = 100, tol: float = 1e-3, norm_cap: float | None = None,
+               scales: np.ndarray | None = None) -> tuple:
         """E-step on every document: ``(sstats k×d, doc_bound, n_docs, inner iterations)``.
 
         γ is kept between calls with the same ``key`` (warm start of the next
@@ -210,11 +211,13 @@ class Shard:
         ``norm_cap = C`` (private EM) each document's statistic ``x ∘ φ`` is
         scaled by ``C/‖x ∘ φ‖_F``, so it has Frobenius norm C
         (:func:`distdp.privacy.lda_private.em_sensitivity`); its posterior
-        comes from the unscaled counts.
+        comes from the unscaled counts. ``scales``: the norm is that of
+        ``(x ∘ φ) ∘ S`` (private EM's word scales).
         """
         warm = self._gamma if (key is not None and key == self._gamma_key) else None
         res = refine.e_step(self.counts, exp_elog_beta, alpha, warm, max_iter, tol, True, elog_beta,
-                            contribution_cap=None if norm_cap is None else float(norm_cap))
+                            contribution_cap=None if norm_cap is None else float(norm_cap),
+                            contribution_scales=scales)
         self._gamma, self._gamma_key = res.gamma, key
         return res.sstats, res.doc_bound, self.n_total, res.iterations
 
@@ -237,7 +240,7 @@ class Shard:
         Each document's topic mixture is the E-step's posterior mean on all
         its words under the (already released) ``topic_word``, floored at
         1e-12 so that no word rules a topic out. ``scales``: the pass's
-        word scales (:func:`distdp.privacy.lda_private.unmix_scales`).
+        word scales (:func:`distdp.privacy.lda_private.word_scales`).
         """
         res = refine.e_step(self.counts, np.maximum(topic_word, 1e-12), alpha, None, max_iter, tol, False)
         return lda_private.hard_unmix_statistics(self.counts, refine.theta_from_gamma(res.gamma), norm_cap, scales)

@@ -100,14 +100,16 @@ def test_tensor_norm_bound_bounds_each_document(data):
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(corpora, st.integers(1, 30))
-def test_em_statistics_sensitivity(data, cap):
+@given(corpora, st.integers(1, 30), st.booleans())
+def test_em_statistics_sensitivity(data, cap, scaled):
+    # The released statistic is Ê_β ∘ sstats, times the word scales S when private EM scales words.
     a, b, rng = neighbours(data)
     beta = rng.dirichlet(np.ones(D), size=K)
     elog = np.log(beta)
     alpha = np.full(K, 0.5)
-    sa = np.exp(elog) * a.e_step(np.exp(elog), elog, alpha, None, 50, 1e-6, float(cap))[0]
-    sb = np.exp(elog) * b.e_step(np.exp(elog), elog, alpha, None, 50, 1e-6, float(cap))[0]
+    S = lda_private.word_scales(beta, rng.dirichlet(np.ones(D))) if scaled else None
+    sa, sb = (np.exp(elog) * s.e_step(np.exp(elog), elog, alpha, None, 50, 1e-6, float(cap), S)[0] * (
+        1.0 if S is None else S) for s in (a, b))
     assert np.linalg.norm(sa - sb) <= lda_private.em_sensitivity(cap) * (1 + 1e-9)
 
 
@@ -172,7 +174,7 @@ def public_scales(rng, scaled):
     if not scaled:
         return None
     tw = rng.dirichlet(np.full(D, 0.3), size=K) * (rng.random((K, D)) > 0.3)   # zeros, as after thresholding
-    return lda_private.unmix_scales(tw, rng.normal(1.0, 1.0, D) * rng.dirichlet(np.full(D, 0.3)))
+    return lda_private.word_scales(tw, rng.normal(1.0, 1.0, D) * rng.dirichlet(np.full(D, 0.3)))
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -204,7 +206,7 @@ def test_unmix_pass_sensitivity(data, cap, scaled):
     a, b, rng = neighbours(data)
     tw = rng.dirichlet(np.full(D, 0.5), size=K)
     alpha = np.full(K, 0.3)
-    S = lda_private.unmix_scales(tw, rng.dirichlet(np.ones(D))) if scaled else None
+    S = lda_private.word_scales(tw, rng.dirichlet(np.ones(D))) if scaled else None
     (qa, ga), (qb, gb) = (s.unmix_statistics(tw, alpha, cap, 50, 1e-6, S) for s in (a, b))
     sens_q, sens_g = lda_private.tail_sensitivities(cap)
     assert np.linalg.norm(qa - qb) <= sens_q * (1 + 1e-9)
@@ -232,7 +234,7 @@ def test_hard_unmix_bounds_attained_and_identity():
     with pytest.raises(ValueError, match="real part"):
         lda_private.unmix_topics(Q, -G, 0.0, 0.0, symmetric=False)
     # The same with word scales: Q/S = Gβ, so the scaled solve returns β too, with other weights.
-    S = lda_private.unmix_scales(rng.dirichlet(np.full(D, 0.5), size=K), beta.mean(0))
+    S = lda_private.word_scales(rng.dirichlet(np.full(D, 0.5), size=K), beta.mean(0))
     Qs, Gs = lda_private.hard_unmix_statistics(sp.csr_matrix(lengths[:, None] * theta @ beta), theta, 4.0, S)
     assert not np.allclose(Gs, G)
     np.testing.assert_allclose(lda_private.unmix_topics(Qs, Gs, 0.0, 0.0, symmetric=False, scales=S), beta,
@@ -245,7 +247,7 @@ def test_scaled_unmix_noise_level():
     # 20,000 draws: the sample sd's relative error has sd 1/√(2·20000) = 0.005; tolerance 0.025 = 5 of those).
     rng = np.random.default_rng(3)
     G = np.eye(K) * 5.0 + rng.uniform(0.0, 1.0, (K, K))
-    S = lda_private.unmix_scales(rng.dirichlet(np.full(D, 0.3), size=K), rng.dirichlet(np.ones(D)))
+    S = lda_private.word_scales(rng.dirichlet(np.full(D, 0.3), size=K), rng.dirichlet(np.ones(D)))
     Ginv = np.linalg.inv(G)
     draws = np.einsum("ij,njv->niv", Ginv, rng.normal(0.0, 2.0, (20_000, K, D)) / S)
     np.testing.assert_allclose(draws.std(axis=0), 2.0 * np.sqrt((Ginv ** 2) @ S ** -2.0), rtol=0.025)
@@ -258,22 +260,22 @@ def test_scaled_unmix_noise_level():
     np.testing.assert_allclose(got, np.where(keep, B, 0) / np.where(keep, B, 0).sum(1, keepdims=True))
 
 
-def test_unmix_scales():
+def test_word_scales():
     # s = b^{-p} on b = ½(β̂ + f̂) floored at 1/(2d), rows normalised to Σ b s² = Σ b; p = 0 gives ones.
     rng = np.random.default_rng(4)
     tw = rng.dirichlet(np.full(D, 0.3), size=K)
     tw[0, :3] = 0.0                                           # thresholded words
     f = rng.dirichlet(np.ones(D))
     f[1] = -0.01                                              # noisy frequencies can be negative
-    np.testing.assert_allclose(lda_private.unmix_scales(tw, f, 0.0), 1.0)
-    s = lda_private.unmix_scales(tw, f)
+    np.testing.assert_allclose(lda_private.word_scales(tw, f, 0.0), 1.0)
+    s = lda_private.word_scales(tw, f)
     fp = np.maximum(f, 0) / np.maximum(f, 0).sum()
     b = np.maximum(0.5 * (tw / tw.sum(1, keepdims=True) + fp), 0.5 / D)
     np.testing.assert_allclose((b * s * s).sum(1), b.sum(1))
     np.testing.assert_allclose(s * b ** (1 / 3), (s * b ** (1 / 3))[:, :1] * np.ones(D))   # ∝ b^{-1/3} per row
     assert np.all(np.isfinite(s)) and s.max() / s.min() <= (1 / (0.5 / D)) ** (1 / 3)   # the floor bounds s
     with pytest.raises(ValueError, match="frequencies must have shape"):
-        lda_private.unmix_scales(tw, f[:-1])
+        lda_private.word_scales(tw, f[:-1])
 
 
 def test_unmix_weights_scale_each_document_to_the_cap():
@@ -595,7 +597,7 @@ def test_working_vocabulary_fit(corpus_p):
     assert [r["stage"] for r in m.info["privacy"]["ledger"]][0] == "scan"
     assert "tail release" in m.info["method"] and "1 private one-hot unmixing pass " in m.info["method"]
     assert (m.info["parameters"]["unmix"], m.info["parameters"]["refine"]) == (1, 0)
-    assert m.info["parameters"]["unmix_scale_power"] == pytest.approx(1 / 3)
+    assert m.info["parameters"]["word_scale_power"] == pytest.approx(1 / 3)
     assert [r["stage"] for r in m.info["privacy"]["ledger"]][-4:] == ["tail_gram", "tail_sstats", "unmix_gram",
                                                                       "unmix_sstats"]
     # Without EM the topics live on the working vocabulary only.

@@ -63,9 +63,9 @@ __all__ = [
     "STAGES", "COUNT_SENSITIVITY", "PrivateSpectralConfig", "StageNoise", "plan_noise",
     "log_grid", "histogram", "quantile_from_histogram", "doc_norms", "tensor_norm_bound",
     "clip_factors", "assemble_tensor", "assemble_tensor_apply", "whitening_noise_level", "em_sensitivity",
-    "SCAN_SENSITIVITY", "UNMIX_SCALE_POWER",
+    "SCAN_SENSITIVITY", "WORD_SCALE_POWER",
     "count_norms", "working_columns", "embed_topics", "threshold_noisy", "unmix_weights", "tail_statistics",
-    "tail_sensitivities", "hard_unmix_statistics", "unmix_topics", "unmix_scales",
+    "tail_sensitivities", "hard_unmix_statistics", "unmix_topics", "word_scales",
 ]
 
 #: Release stages of the spectral fit, in order, and their default share of the Gaussian budget (μ²).
@@ -82,8 +82,8 @@ HISTOGRAM_SENSITIVITY = math.sqrt(2.0)
 #: ℓ2 sensitivity of the scan release ``[Σ_n x_n/l_n, hist(‖x_n‖₂)]`` (module docstring).
 SCAN_SENSITIVITY = 2.0
 
-#: Exponent of the unmixing pass's word scales, s ∝ b^{-1/3} (:func:`unmix_scales`).
-UNMIX_SCALE_POWER = 1.0 / 3.0
+#: Exponent of the word scales of the unmixing pass and private EM, s ∝ b^{-1/3} (:func:`word_scales`).
+WORD_SCALE_POWER = 1.0 / 3.0
 
 #: Public grids: log-spaced bins for ‖m1_n‖, ‖m2_n‖_F ∈ (0, 1], for B_n relative to r³ and for ‖x_n‖₂ ≥ 1.
 NORM_GRID = (2.0 ** -24, 1.0, 96)
@@ -388,8 +388,8 @@ def unmix_weights(norms: np.ndarray, lengths: np.ndarray, norm_cap: float,
     return np.where(q > 0, np.minimum(c / np.where(q > 0, q, 1.0), c * c / np.where(r > 0, r, 1.0)), 0.0)
 
 
-def unmix_scales(topic_word: np.ndarray, frequencies: np.ndarray, power: float = UNMIX_SCALE_POWER) -> np.ndarray:
-    """Per-topic word scales ``s_iv = b_iv^{-p}`` of an unmixing pass (k×d), from released topics and frequencies.
+def word_scales(topic_word: np.ndarray, frequencies: np.ndarray, power: float = WORD_SCALE_POWER) -> np.ndarray:
+    """Word scales ``s_iv = b_iv^{-p}`` (k×d) of an unmixing pass or private EM, from released topics and frequencies.
 
     ``b_i = ½(β̂_i + f̂)``, with ``β̂`` the current topics and ``f̂`` the scan's
     word frequencies (both post-processing of earlier releases, clipped at 0
@@ -470,7 +470,7 @@ def hard_unmix_statistics(counts: sp.csr_matrix, theta: np.ndarray, norm_cap: fl
     ε = 1 budget, N = 10⁶, one seed, with the weights then clipped at 1). Solve with
     ``unmix_topics(..., symmetric=False)``.
 
-    With ``scales`` (:func:`unmix_scales`) ``Q`` is ``Σ w_n (e_n x_nᵀ)∘S``
+    With ``scales`` (:func:`word_scales`) ``Q`` is ``Σ w_n (e_n x_nᵀ)∘S``
     and ``w_n`` is set from ``‖x_n∘s_{i(n)}‖₂``: the same sensitivities, and
     ``unmix_topics(..., scales=scales)`` divides the scales out.
     """
