@@ -440,11 +440,12 @@ def unmix_private(backend: Backend, topic_word: np.ndarray, alpha: np.ndarray, s
     scales ``S`` (:func:`~distdp.privacy.lda_private.word_scales`, power
     ``scale_power``) come from the current topics and ``scan``'s frequencies
     and ``scan.norm_cap`` is ``C``. From the tail
-    release's topics one pass leaves L1 0.045 where two private EM iterations
-    leave 0.050 (ε = 1, N = 10⁶, ``benchmarks/lda_privacy_utility.py``; both
-    scale every document to the sensitivity): EM splits each word between
-    topics by its start's own ratios and keeps the zeros of its start; the
-    solve is a fresh estimate of every word's topics.
+    release's topics one pass leaves L1 0.036 where two private EM iterations
+    leave 0.043 (ε = 1, N = 10⁶, ``benchmarks/lda_privacy_utility.py``; both
+    scale every document to the sensitivity and their words by ``S``; 0.042
+    and 0.050 without ``S``): EM splits each word between topics by its
+    start's own ratios and keeps the zeros of its start; the solve is a
+    fresh estimate of every word's topics.
     """
     norm_cap = scan.norm_cap
     rule = (f"e_n = onehot(argmax θ̂_n), θ̂_n from all words, "
