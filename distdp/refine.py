@@ -106,6 +106,8 @@ def e_step(counts: sp.csr_matrix, exp_elog_beta: np.ndarray, alpha: np.ndarray, 
         so that ``sstats ∘ S`` (after ``Ê_β``) has terms of norm ``C``; the
         statistics returned are still unscaled.
     """
+    if contribution_scales is not None and contribution_cap is None:
+        raise ValueError("contribution_scales needs contribution_cap (it scales the capped statistics' norm)")
     counts = sp.csr_matrix(counts)
     n, d = counts.shape
     k = exp_elog_beta.shape[0]

@@ -70,6 +70,20 @@ def test_e_step_document_depends_on_its_own_words_only(small):
     np.testing.assert_allclose(alone.gamma[0], ref[5], rtol=1e-12)
 
 
+def test_scaled_contributions_have_the_cap_as_norm(small):
+    """Private EM with word scales S: each document's released term (Ê_β ∘ its statistics) ∘ S has
+    Frobenius norm exactly C (its sensitivity, lda_private.em_sensitivity); checked one document at a time."""
+    from distdp.privacy import lda_private
+
+    eb = refine.exp_elog_beta_from_topics(small.topic_word)
+    S = lda_private.word_scales(small.topic_word, np.asarray(small.counts.sum(axis=0)).ravel())
+    for n in range(6):
+        one = refine.e_step(small.counts[n:n + 1], eb, small.alpha, contribution_cap=2.0, contribution_scales=S)
+        assert np.linalg.norm(eb * one.sstats * S) == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="contribution_scales needs contribution_cap"):
+        refine.e_step(small.counts, eb, small.alpha, contribution_scales=S)
+
+
 def test_elbo_never_decreases(small):
     """Batch VB with warm-started E-steps is coordinate ascent: the bound is non-decreasing."""
     m = distdp.fit_lda(small.counts, 4, alpha0=1.0, backend="local", workers=2, seed=1, progress=False,
