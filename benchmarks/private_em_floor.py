@@ -15,14 +15,19 @@ topics, each document scaled to ``‖w x‖₂ = C``, ``Q`` released at the same
 multipliers and ``G`` left exact (its noise is negligible at N = 10⁶), solved
 and thresholded as the pipeline does. The private default splits the budget
 over a scan, a spectral start, a tail release and the pass (≈ 46% of μ² on
-the pass's ``Q``, multiplier ≈ 1.47·m) and starts far from the truth.
+the pass's ``Q``, multiplier ≈ 1.47·m) and starts far from the truth. The
+pass is measured with its word scales (:func:`distdp.privacy.lda_private.word_scales`)
+from the true topics and frequencies (as the pipeline does from its own),
+from the frequencies alone, and without (the pass before them); at 1.47·m
+and the thresholds at 2σ except at m. One E-step is also measured with
+private EM's word scales from the truth (threshold 2σ/S).
 
 Last, one E-step from the private default's own output at ε = 1 (the
-``lda_privacy_utility`` fit, L1 0.045; α the true one), without noise and at
+``lda_privacy_utility`` fit; α the true one), without noise and at
 100% / 60% / 40% of the ε = 1 budget (multiplier m/√share): how much of its
 start's error an EM release after the pass would inherit.
 
-Run: ``.venv/bin/python benchmarks/private_em_floor.py`` (≈ 20 min).
+Run: ``.venv/bin/python benchmarks/private_em_floor.py`` (≈ 30 min).
 Writes ``benchmarks/results/private_em_floor.json``.
 """
 from __future__ import annotations
@@ -49,15 +54,20 @@ N, D, K, EPSILON, ETA = 1_000_000, 5000, 10, 1.0, 0.1
 SCALES = (1, 2, 4, 8)
 SHARES = (1.0, 0.6, 0.4)
 THRESHOLDS = (0.0, 2.0, 3.0)
+#: The pass's multiplier in the private default at ε = 1 (≈ 46% of μ² on its Q), over m.
+PASS_SCALE = 1.47
 
 
-def em_statistics(counts: sp.csr_matrix, topic_word: np.ndarray, alpha: np.ndarray, norm_cap: float):
-    """``Σ_n w_n x_n ∘ φ_n`` (k×d) of one E-step from ``topic_word``, with private EM's weights."""
+def em_statistics(counts: sp.csr_matrix, topic_word: np.ndarray, alpha: np.ndarray, norm_cap: float,
+                  scales: np.ndarray | None = None):
+    """``Σ_n w_n x_n ∘ φ_n`` (k×d) of one E-step from ``topic_word``, with private EM's weights (for word scales S:
+    ``w_n = C/‖(x_n∘φ_n)∘S‖_F``; the sum is returned unscaled)."""
     tokens = float(counts.sum())
     lam = refine.init_lambda(topic_word, alpha, tokens, ETA)
     elog = refine.dirichlet_expectation(lam)
     eeb = np.exp(elog)
-    res = refine.e_step(counts, eeb, alpha, None, 100, 1e-3, True, elog, contribution_cap=norm_cap)
+    res = refine.e_step(counts, eeb, alpha, None, 100, 1e-3, True, elog, contribution_cap=norm_cap,
+                        contribution_scales=scales)
     return eeb * res.sstats
 
 
@@ -81,19 +91,37 @@ def main() -> None:
             rows.append({"release": "em", "multiplier": scale * m, "multiplier_over_eps1": scale, "threshold": thr,
                          "l1": lda.matched_l1(lam / lam.sum(1, keepdims=True), c.topic_word)[0]})
             print(rows[-1], flush=True)
-    Q, G = Shard(counts).unmix_statistics(c.topic_word, c.alpha, norm_cap)  # θ̂_n under the true topics
+    freq = np.asarray(counts.sum(axis=0)).ravel()
+    S = lda_private.word_scales(c.topic_word, freq)       # private EM's word scales, from the truth
+    scaled = em_statistics(counts, c.topic_word, c.alpha, norm_cap, S)
+    rng_s = np.random.default_rng(2)
+    rows.append({"release": "em", "word_scales": "topics+frequencies", "multiplier": None, "threshold": None,
+                 "l1": lda.matched_l1(scaled / scaled.sum(1, keepdims=True), c.topic_word)[0]})
+    for scale in SCALES + (PASS_SCALE,):
+        sigma = scale * m * sens
+        lam = ETA + lda_private.threshold_noisy((scaled * S + rng_s.normal(0.0, sigma, S.shape)) / S, sigma / S, 2.0)
+        rows.append({"release": "em", "word_scales": "topics+frequencies", "multiplier": scale * m,
+                     "multiplier_over_eps1": scale, "threshold": 2.0,
+                     "l1": lda.matched_l1(lam / lam.sum(1, keepdims=True), c.topic_word)[0]})
+        print(rows[-1], flush=True)
     sens_q = lda_private.tail_sensitivities(norm_cap)[0]
-    rows.append({"release": "unmix", "multiplier": None, "threshold": None, "l1": lda.matched_l1(
-        lda_private.unmix_topics(Q, G, 0.0, 0.0, symmetric=False), c.topic_word)[0],
-        "what": "non-private unmixing pass from the truth"})
-    for scale in SCALES:
-        sigma = scale * m * sens_q
-        noisy = Q + rng.normal(0.0, sigma, Q.shape)
-        for thr in THRESHOLDS:
-            rows.append({"release": "unmix", "multiplier": scale * m, "multiplier_over_eps1": scale, "threshold": thr,
-                         "l1": lda.matched_l1(lda_private.unmix_topics(noisy, G, sigma, thr, symmetric=False),
-                                              c.topic_word)[0]})
-            print(rows[-1], flush=True)
+    variants = {"none": None,                                   # the pass before word scales
+                   "frequencies": lda_private.word_scales(np.tile(freq, (K, 1)), freq),
+                   "topics+frequencies": lda_private.word_scales(c.topic_word, freq)}   # as the pass does
+    for name, S in variants.items():
+        Q, G = Shard(counts).unmix_statistics(c.topic_word, c.alpha, norm_cap, 100, 1e-3, S)  # θ̂_n: true topics
+        rows.append({"release": "unmix", "word_scales": name, "multiplier": None, "threshold": None,
+                     "l1": lda.matched_l1(lda_private.unmix_topics(Q, G, 0.0, 0.0, symmetric=False, scales=S),
+                                          c.topic_word)[0], "what": "non-private unmixing pass from the truth"})
+        for scale in SCALES + (PASS_SCALE,):
+            sigma = scale * m * sens_q
+            noisy = Q + rng.normal(0.0, sigma, Q.shape)
+            for thr in (THRESHOLDS if scale == 1 else (2.0,)):
+                rows.append({"release": "unmix", "word_scales": name, "multiplier": scale * m,
+                             "multiplier_over_eps1": scale, "threshold": thr,
+                             "l1": lda.matched_l1(lda_private.unmix_topics(noisy, G, sigma, thr, symmetric=False,
+                                                                           scales=S), c.topic_word)[0]})
+                print(rows[-1], flush=True)
     start, _ = default_fit(be, D, K, "whitened+unmix", EPSILON, "tight", 10)   # the utility benchmark's fit
     stats = em_statistics(counts, start, c.alpha, norm_cap)
     rows.append({"release": "em-from-default", "multiplier": None, "threshold": None,
