@@ -668,7 +668,11 @@ def test_budget_that_cannot_be_met_fails_clearly():
     assert "--refine-budget" in str(err.value)
 
 
-def test_cli_private_fit(tmp_path, capsys):
+def test_cli_private_fit(tmp_path, capsys, monkeypatch):
+    # Entropy pinned (the report still says "OS entropy"): on this corpus at ε = 4 with two passes, 4 of
+    # 40 seeds draw noise that makes a noisy topic Gram matrix indefinite (a correct "cannot be met"
+    # failure; the same 4 before and after the word scales), so an unpinned run failed ~10% of the time.
+    monkeypatch.setattr(mechanisms, "private_generator", lambda: np.random.default_rng(1))
     assert main(["make-corpus", str(tmp_path / "c"), "--docs", "5000", "--vocab-size", "150", "--topics", "3",
                  "--seed", "1"]) == 0
     assert main(["fit-lda", str(tmp_path / "c"), "--k", "3", "--out", str(tmp_path / "m"), "--local",
