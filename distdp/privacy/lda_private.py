@@ -501,11 +501,11 @@ def unmix_topics(Q: np.ndarray, G: np.ndarray, sigma_q: float, threshold: float,
                  scales: np.ndarray | None = None) -> np.ndarray:
     """Topics on every word from a noisy unmixing release: ``β̂ = G⁻¹Q``, thresholded, rows normalised.
 
-    Entry ``(i, v)`` of ``G⁻¹Q`` carries noise of standard deviation
-    ``σ_Q ‖(G⁻¹)_i‖₂``; entries below ``threshold`` of those are set to 0
-    (post-processing, as :func:`threshold_noisy`). With ``scales`` ``S``
-    (:func:`hard_unmix_statistics`) the solve is ``β̂ = G⁻¹(Q/S)`` and entry
-    ``(i, v)``'s standard deviation ``σ_Q (Σ_j (G⁻¹)_ij²/S_jv²)^{1/2}``. ``symmetric``: ``G`` is
+    With word scales ``S`` (:func:`hard_unmix_statistics`; all ones by
+    default) the solve is ``β̂ = G⁻¹(Q/S)``, whose entry ``(i, v)`` carries
+    noise of standard deviation ``σ_Q (Σ_j (G⁻¹)_ij²/S_jv²)^{1/2}``
+    (``σ_Q ‖(G⁻¹)_i‖₂`` unscaled); entries below ``threshold`` of those are
+    set to 0 (post-processing, as :func:`threshold_noisy`). ``symmetric``: ``G`` is
     a Gram matrix (:func:`tail_statistics`) and must be positive definite;
     otherwise (:func:`hard_unmix_statistics`) its eigenvalues must have
     positive real parts (as when each topic dominates the documents assigned
@@ -526,11 +526,8 @@ def unmix_topics(Q: np.ndarray, G: np.ndarray, sigma_q: float, threshold: float,
                          f"is not positive definite (smallest eigenvalue {smallest:.3g}"
                          f"{'' if symmetric else ', real part'}): too few documents or too small a budget for this k")
     Ginv = np.linalg.inv(G)
-    if scales is None:
-        B, sd = Ginv @ Q, np.linalg.norm(Ginv, axis=1)[:, None]
-    else:
-        B, sd = Ginv @ (Q / scales), np.sqrt((Ginv * Ginv) @ scales ** -2.0)
-    B = threshold_noisy(B, float(sigma_q) * sd, threshold)
+    S = np.ones_like(Q) if scales is None else scales
+    B = threshold_noisy(Ginv @ (Q / S), float(sigma_q) * np.sqrt((Ginv * Ginv) @ S ** -2.0), threshold)
     mass = B.sum(axis=1, keepdims=True)
     if np.any(mass <= 0):
         raise ValueError("the privacy budget cannot be met: a topic has no word above the noise in the unmixing "
