@@ -38,7 +38,7 @@ import numpy as np
 from distdp import lda, moments, refine, whitening
 from distdp.pipeline import Backend, RefineResult, SpectralParams, SpectralResult, _Stages, _sum, check_em_args, matrix_key
 from distdp.privacy import accounting, lda_private, mechanisms
-from distdp.privacy.ledger import PrivacyLedger, Release
+from distdp.privacy.ledger import BudgetNotMetError, PrivacyLedger, Release
 from distdp.tensor.power import robust_power_method
 
 NEIGHBOUR = "replace one document (number of documents public)"
@@ -190,12 +190,12 @@ def _private_whitening(backend, d, k, p, coef, n_hat, m1, m1_var, c2, config, no
     try:
         wh = whitening.top_k_from_symmetric(vals, Q @ vecs, k)
     except ValueError as err:
-        raise ValueError(f"the privacy budget cannot be met: the noisy second moment does not support k={k} "
-                         f"topics ({err}). {_spectral_remedy(d, k)}") from None
+        raise BudgetNotMetError(f"the privacy budget cannot be met: the noisy second moment does not support "
+                                f"k={k} topics ({err}). {_spectral_remedy(d, k)}") from None
     noise_level = lda_private.whitening_noise_level(noise.plan["m2_whitening"].multiplier * sens / n_hat, d, p,
                                                     coef.a2 * m1_var)
     if wh.eigenvalues[-1] <= noise_level:
-        raise ValueError(
+        raise BudgetNotMetError(
             f"the privacy budget cannot be met: the k-th eigenvalue of the noisy second moment, "
             f"{wh.eigenvalues[-1]:.3g}, is below the spectral norm of its noise, ≈ {noise_level:.3g} "
             f"(2σ(√d + √p) + a2·v, public), so the top-{k} subspace would be noise. {_spectral_remedy(d, k)}")

@@ -15,7 +15,7 @@ from distdp import api, lda, moments, refine
 from distdp.cli import main
 from distdp.private_pipeline import _Noise
 from distdp.privacy import lda_private, mechanisms
-from distdp.privacy.ledger import PrivacyLedger
+from distdp.privacy.ledger import BudgetNotMetError, PrivacyLedger
 from distdp.shard import Shard
 from distdp.synthetic import sample_corpus
 
@@ -660,9 +660,11 @@ def test_bad_private_parameters(corpus_p, kwargs, needle):
 
 def test_budget_that_cannot_be_met_fails_clearly():
     c = sample_corpus(300, 200, 5, np.random.default_rng(8))
-    with pytest.raises(ValueError, match="privacy budget cannot be met") as err:
+    with pytest.raises(BudgetNotMetError, match="privacy budget cannot be met") as err:
         api.fit_lda(c.counts, 5, backend="local", epsilon=0.05, delta=1e-6, progress=False, seed=0,
                     reproducible=True)
+    # The releases before the failure were made: the message says a rerun on the same data composes.
+    assert str(err.value).endswith(BudgetNotMetError.SPENT)
     # The spectral stage ran on all 200 words (100·k ≥ d): the message names the flags that help.
     assert "ran on 200 words" in str(err.value) and "--working-vocab 100" in str(err.value)
     assert "--refine-budget" in str(err.value)

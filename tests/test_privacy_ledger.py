@@ -5,7 +5,7 @@ import pytest
 from dp_accounting import dp_event as dpe
 
 from distdp.privacy import accounting as A
-from distdp.privacy.ledger import BudgetExceededError, PrivacyLedger, Release
+from distdp.privacy.ledger import BudgetExceededError, BudgetNotMetError, PrivacyLedger, Release
 
 
 def ledger():
@@ -53,6 +53,15 @@ def test_budget_that_cannot_be_met_is_refused():
     assert led.check_budget(spent * 1.01, 1e-6) == pytest.approx(spent)
     with pytest.raises(BudgetExceededError, match="more than the budget"):
         led.check_budget(spent * 0.5, 1e-6)
+
+
+def test_a_failed_run_says_it_counts_against_the_budget():
+    # A failure after noisy releases is itself an output of them: the message says a rerun composes.
+    for message in ("the noise swamps the signal", "the noise swamps the signal.  "):
+        err = BudgetNotMetError(message)
+        assert isinstance(err, ValueError)
+        assert str(err) == "the noise swamps the signal." + BudgetNotMetError.SPENT
+    assert "count it against the privacy budget" in BudgetNotMetError.SPENT and "composes" in BudgetNotMetError.SPENT
 
 
 def test_unaccountable_releases_are_refused_when_recorded():

@@ -14,6 +14,7 @@ from scipy import optimize, stats
 from distdp.privacy import accounting as acct
 from distdp.privacy import mechanisms
 from distdp.privacy import moments_dp as md
+from distdp.privacy.ledger import BudgetNotMetError
 from distdp.synthetic import sample_corpus
 
 SQRT2 = math.sqrt(2.0)
@@ -316,5 +317,5 @@ def test_noisy_m2_without_positive_sigma_k_fails_clearly():
     rng = np.random.default_rng(7)
     c = sample_corpus(20, 8, 3, rng, model="stm", doc_length=5)
     # k = d: the k-th eigenvalue of a noise-dominated symmetric matrix is its most negative one
-    with pytest.raises(ValueError, match="cannot whiten.*budget"):
+    with pytest.raises(BudgetNotMetError, match="cannot whiten.*budget.*count it against the privacy budget"):
         md.agn(c.counts, 8, epsilon=0.01, delta=1e-6, rng=np.random.default_rng(1), reproducible=True)

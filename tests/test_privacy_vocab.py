@@ -265,4 +265,4 @@ def test_prepare_too_small_for_the_budget(tmp_path, capsys):
     pq.write_table(pa.table({"body": ["alpha bravo charlie"] * 5}), tmp_path / "s.parquet")
     code, msg = run(["prepare", str(tmp_path / "s.parquet"), "--text-column", "body", "--out", str(tmp_path / "c"),
                      "--dp-vocab-epsilon", "0.5", "--dp-vocab-delta", "1e-8"], capsys)
-    assert code == 2 and "too small for this budget" in msg
+    assert code == 2 and "too small for this budget" in msg and "another run on the same data composes" in msg

@@ -52,6 +52,7 @@ import scipy.sparse as sp
 
 from distdp.io.corpus import load_vocab, write_corpus
 from distdp.privacy import mechanisms
+from distdp.privacy.ledger import BudgetNotMetError
 from distdp.privacy.vocabulary import DEFAULT_MAX_WORDS_PER_DOC, VocabularySelection, dp_select_vocabulary
 
 #: Name of the metadata file ``prepare`` writes into the corpus directory.
@@ -357,10 +358,10 @@ def select_vocab_dp(doc_of: np.ndarray, tokens: pa.Array, max_vocab: int,
     sel = dp_select_vocabulary(doc_of, codes, words, epsilon=options.epsilon, delta=options.delta,
                                max_words_per_doc=options.max_words_per_doc, max_vocab=max_vocab, rng=rng)
     if len(sel.words) < 2:
-        raise ValueError(f"the DP vocabulary selection released {len(sel.words)} word(s) (noise sigma "
-                         f"{sel.sigma:.3g}, threshold {sel.threshold:.3g} documents): the corpus is too small for "
-                         "this budget; raise --dp-vocab-epsilon/--dp-vocab-delta, lower --max-words-per-doc, "
-                         "or give a public --vocab")
+        raise BudgetNotMetError(f"the DP vocabulary selection released {len(sel.words)} word(s) (noise sigma "
+                                f"{sel.sigma:.3g}, threshold {sel.threshold:.3g} documents): the corpus is too small "
+                                "for this budget; raise --dp-vocab-epsilon/--dp-vocab-delta, lower "
+                                "--max-words-per-doc, or give a public --vocab.")
     return sel
 
 

@@ -65,7 +65,7 @@ from distdp.lda import clip_normalise, recover_parameters
 from distdp.moments import MomentCoefficients, doc_lengths, doc_weights
 from distdp.privacy import accounting as acct
 from distdp.privacy import mechanisms
-from distdp.privacy.ledger import PrivacyLedger, Release
+from distdp.privacy.ledger import BudgetNotMetError, PrivacyLedger, Release
 from distdp.privacy.moments_dp import MAX_DENSE_M3_ENTRIES, whiten_tensor
 from distdp.tensor import power
 from distdp.whitening import Whitening, dense_top_eigh, top_k_from_symmetric
@@ -800,8 +800,9 @@ def _whiten_noisy(m2: np.ndarray, k: int) -> Whitening:
     try:
         return dense_top_eigh(m2, k)
     except ValueError as err:
-        raise ValueError(f"cannot whiten the noisy M2: {err} The privacy budget is too small for this number of "
-                         "documents (the noise swamps the k-th eigenvalue): raise epsilon or N, or lower k.") from None
+        raise BudgetNotMetError(f"cannot whiten the noisy M2: {err} The privacy budget is too small for this "
+                                "number of documents (the noise swamps the k-th eigenvalue): raise epsilon or N, "
+                                "or lower k.") from None
 
 
 def _spectrum(M2: np.ndarray, k: int) -> tuple[Whitening, np.ndarray]:
@@ -1035,7 +1036,7 @@ def _config3(ctx: _Ctx, plan, stages, ledger, dname) -> _Fit:
     Vn = Vn / np.maximum(np.linalg.norm(Vn, axis=0, keepdims=True), 1e-300)
     lam_n = lam + mechanisms.gaussian_noise(lam.shape, sl, ctx.gen)
     if np.any(lam_n == 0):
-        raise ValueError("a noisy tensor eigenvalue is exactly 0: cannot recover topics")
+        raise BudgetNotMetError("a noisy tensor eigenvalue is exactly 0: cannot recover topics")
     Z = _noisy_unwhiten(ctx, wh, dZ, plan, stages[2], ledger)
     notes = [f"ΔT̂ = {dT:.4g}, per-component Δ = 2√k ΔT̂/γ_s = {d_comp:.4g} (the paper's H.2 uses √(2k)), "
              f"Δ(M2W) = {dZ:.4g} (plug-in, private)", "noisy eigenvectors renormalised (post-processing)"]

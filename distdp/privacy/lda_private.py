@@ -58,6 +58,7 @@ import scipy.sparse as sp
 
 from distdp import moments
 from distdp.privacy import accounting, mechanisms
+from distdp.privacy.ledger import BudgetNotMetError
 
 __all__ = [
     "STAGES", "COUNT_SENSITIVITY", "PrivateSpectralConfig", "StageNoise", "plan_noise",
@@ -513,8 +514,8 @@ def unmix_topics(Q: np.ndarray, G: np.ndarray, sigma_q: float, threshold: float,
 
     Raises
     ------
-    ValueError
-        When the noisy ``G`` fails that check (too little data or budget).
+    BudgetNotMetError
+        When the noisy ``G`` fails that check (too little data or budget), or a topic keeps no word.
     """
     if symmetric:
         G = 0.5 * (G + G.T)
@@ -522,16 +523,17 @@ def unmix_topics(Q: np.ndarray, G: np.ndarray, sigma_q: float, threshold: float,
     else:
         smallest = float(np.linalg.eigvals(G).real.min())
     if smallest <= 0:
-        raise ValueError(f"the privacy budget cannot be met: the noisy topic Gram matrix of the unmixing release "
-                         f"is not positive definite (smallest eigenvalue {smallest:.3g}"
-                         f"{'' if symmetric else ', real part'}): too few documents or too small a budget for this k")
+        raise BudgetNotMetError(
+            f"the privacy budget cannot be met: the noisy topic Gram matrix of the unmixing release is not positive "
+            f"definite (smallest eigenvalue {smallest:.3g}{'' if symmetric else ', real part'}): too few documents "
+            f"or too small a budget for this k")
     Ginv = np.linalg.inv(G)
     S = np.ones_like(Q) if scales is None else scales
     B = threshold_noisy(Ginv @ (Q / S), float(sigma_q) * np.sqrt((Ginv * Ginv) @ S ** -2.0), threshold)
     mass = B.sum(axis=1, keepdims=True)
     if np.any(mass <= 0):
-        raise ValueError("the privacy budget cannot be met: a topic has no word above the noise in the unmixing "
-                         "release; use a larger epsilon or more documents")
+        raise BudgetNotMetError("the privacy budget cannot be met: a topic has no word above the noise in the "
+                                "unmixing release; use a larger epsilon or more documents")
     return B / mass
 
 

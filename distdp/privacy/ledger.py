@@ -16,13 +16,31 @@ from dp_accounting import dp_event as dpe
 
 from distdp.privacy import accounting, mechanisms
 
-__all__ = ["Release", "PrivacyLedger", "BudgetExceededError", "event_to_dict", "event_from_dict"]
+__all__ = ["Release", "PrivacyLedger", "BudgetExceededError", "BudgetNotMetError", "event_to_dict",
+           "event_from_dict"]
 
 Number = Union[float, int]
 
 
 class BudgetExceededError(ValueError):
     """The releases cost more than the requested (ε, δ)."""
+
+
+class BudgetNotMetError(ValueError):
+    """The noisy releases of a private run cannot support a result (the noise swamps the signal).
+
+    The failure is itself a function of releases already made, so it is a
+    private output of them, and it costs what a successful run costs: the
+    message says so, so that nobody reruns on the same data believing the
+    failed run spent nothing (runs on the same data compose).
+    """
+
+    SPENT = (" This failed run already made noisy releases of the data: count it against the privacy budget as a "
+             "completed run at the same epsilon and delta (another run on the same data composes with it).")
+
+    def __init__(self, message: str):
+        message = message.rstrip()
+        super().__init__(message + ("" if message.endswith(".") else ".") + self.SPENT)
 
 
 _EVENTS = {cls.__name__: cls for cls in (dpe.NoOpDpEvent, dpe.NonPrivateDpEvent, dpe.GaussianDpEvent,

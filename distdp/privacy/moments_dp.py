@@ -60,7 +60,7 @@ import scipy.sparse as sp
 from distdp.lda import clip_normalise, recover_parameters
 from distdp.privacy import accounting as acct
 from distdp.privacy import mechanisms
-from distdp.privacy.ledger import PrivacyLedger, Release
+from distdp.privacy.ledger import BudgetNotMetError, PrivacyLedger, Release
 from distdp.tensor import dp as tensor_dp
 from distdp.tensor import power
 from distdp.whitening import Whitening, dense_top_eigh
@@ -275,13 +275,15 @@ def release_m3_l2(m3: np.ndarray, n_docs: int, epsilon: float,
 
 # --------------------------------------------------------------------------- decomposition
 
-def _whitening(m2: np.ndarray, k: int) -> Whitening:
-    """Top-k eigenpairs of (noisy) M2 (Alg. 1 steps 3–4); fail clearly if ``σ_k ≤ 0``."""
+def _whitening(m2: np.ndarray, k: int, noisy: bool = True) -> Whitening:
+    """Top-k eigenpairs of M2 (Alg. 1 steps 3–4); fail clearly if ``σ_k ≤ 0`` (with ``noisy``, as a budget not met)."""
     try:
         return dense_top_eigh(m2, k)
     except ValueError as err:
-        raise ValueError(f"cannot whiten: {err} With noise, the privacy budget is too small for this N: "
-                         "raise epsilon or N, or lower k.") from None
+        if not noisy:
+            raise
+        raise BudgetNotMetError(f"cannot whiten: {err} With noise, the privacy budget is too small for this N: "
+                                "raise epsilon or N, or lower k.") from None
 
 
 def whiten_tensor(m3: np.ndarray, W: np.ndarray) -> np.ndarray:
@@ -406,7 +408,7 @@ def non_private(moments, k: int, *, rng: np.random.Generator, n_restarts: int | 
         moments = stm_moments(moments)
     k = power.check_rank(k, moments.dim)
     rng = power.check_generator(rng)
-    wh = _whitening(moments.m2, k)
+    wh = _whitening(moments.m2, k, noisy=False)
     res = _decompose(whiten_tensor(moments.m3, wh.W), k, rng, n_restarts, n_iters)
     topic_word, weights = _recover(res, wh)
     return STMResult("non-private", topic_word, weights, res.eigenvalues, wh, None, math.inf, 0.0, math.inf,
