@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
+import socket
 import uuid
 from pathlib import Path
 
@@ -12,12 +14,14 @@ from pathlib import Path
 def atomic_directory(path: str | Path, overwrite: bool = False):
     """Yield a temporary sibling directory that replaces ``path`` only on success.
 
-    The files are written into ``.<name>.tmp-<id>`` beside ``path`` and the
-    directory is renamed into place when the block exits normally; on an
-    exception the temporary directory is removed and ``path`` is untouched.
-    A replaced directory is moved aside and deleted once the new one is in
-    place, so no backup is left behind; if the final rename fails, it is put
-    back. An existing file is never replaced (:func:`check_output_dir`).
+    The files are written into ``.<name>.tmp-<host>-<pid>-<id>`` beside
+    ``path`` and the directory is renamed into place when the block exits
+    normally; on an exception the temporary directory is removed and ``path``
+    is untouched. A replaced directory is moved aside (``.<name>.old-…``) and
+    deleted once the new one is in place, so no backup is left behind; if the
+    final rename fails, it is put back. An existing file is never replaced
+    (:func:`check_output_dir`). What a killed process (SIGKILL, a lost node)
+    left beside ``path`` is dealt with first (:func:`recover_stale`).
 
     Parameters
     ----------
@@ -31,15 +35,16 @@ def atomic_directory(path: str | Path, overwrite: bool = False):
     FileExistsError
         ``path`` is a file, or is a non-empty directory and ``overwrite`` is false.
     """
+    recover_stale(path)
     path = check_output_dir(path, overwrite)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex[:8]}"
+    tmp = _sibling(path, "tmp")
     tmp.mkdir()
     try:
         yield tmp
         _fsync_dir(tmp)
         if os.path.lexists(path):
-            old = path.parent / f".{path.name}.old-{uuid.uuid4().hex[:8]}"
+            old = _sibling(path, "old")
             os.replace(path, old)
             try:
                 os.replace(tmp, path)
@@ -67,13 +72,65 @@ def _remove(path: Path) -> None:
 def atomic_file(path: str | Path):
     """Yield a temporary sibling path that replaces ``path`` only when the block succeeds."""
     path = Path(path)
+    recover_stale(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex[:8]}"
+    tmp = _sibling(path, "tmp")
     try:
         yield tmp
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _sibling(path: Path, kind: str) -> Path:
+    """``.<name>.<kind>-<host>-<pid>-<id>`` beside ``path``: whose it is, so that a later run can tell it is stale."""
+    return path.parent / f".{path.name}.{kind}-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+def _pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this host (one we may not signal counts as alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def recover_stale(path: str | Path) -> list[Path]:
+    """Clean up what processes killed while writing ``path`` left beside it, on this host.
+
+    A sibling ``.<name>.tmp-<host>-<pid>-<id>`` or ``.<name>.old-…`` whose
+    host is this one and whose process no longer exists is stale. A stale
+    ``.old`` is a previous output that was moved aside in the instant before
+    its replacement was renamed into place: when ``path`` is missing it is
+    put back (nothing written is lost), otherwise the newer output is in
+    place and it is deleted. Stale ``.tmp`` siblings are half-written and
+    deleted. Siblings of live processes, of other hosts (a shared file system)
+    or without an owner in their name are left alone.
+
+    Returns
+    -------
+    list of Path
+        The siblings removed or restored.
+    """
+    path = Path(path)
+    pattern = re.compile(re.escape(f".{path.name}.") + r"(tmp|old)-" + re.escape(socket.gethostname())
+                         + r"-(\d+)-[0-9a-f]{8}$")
+    if not path.parent.is_dir():
+        return []
+    stale = [(m.group(1), p) for p in path.parent.iterdir()
+             if (m := pattern.match(p.name)) and not _pid_alive(int(m.group(2)))]
+    done = []
+    # The newest .old first: when path is missing, it is the last output that was in place.
+    for kind, p in sorted(stale, key=lambda kp: (kp[0] != "old", -kp[1].lstat().st_mtime)):
+        if kind == "old" and not os.path.lexists(path):
+            os.replace(p, path)
+        else:
+            _remove(p)
+        done.append(p)
+    return done
 
 
 def check_output_dir(path: str | Path, overwrite: bool = False) -> Path:
