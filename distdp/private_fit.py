@@ -158,17 +158,18 @@ def fit_lda_private(corpus, k: int, *, alpha0: float, model: str, vocab, vocab_s
                     declared_bounds=None, **solver) -> LDAModel:
     """The private branch of :func:`distdp.api.fit_lda` (same parameters).
 
-    With a scalable mechanism and ``model='lda'``, ``refine``, ``unmix``,
-    ``refine_budget`` and ``working_vocab`` default as
-    :func:`resolve_refinement` says (one unmixing pass after a tail release);
-    otherwise ``refine`` and ``unmix`` default to 0 and must stay 0.
+    With a scalable mechanism, ``refine``, ``unmix``, ``refine_budget`` and
+    ``working_vocab`` default as :func:`resolve_refinement` says (one
+    unmixing pass after a tail release); ``model='stm'`` takes unmixing
+    passes (each document's θ̂ the one-hot of its single-topic posterior
+    mode) but no EM; the dense mechanisms take neither.
     """
     from distdp import api
 
     check_private_args(epsilon, delta, seed, reproducible, refine or 0, refine_budget, length_cap, unmix or 0)
     mech = resolve_mechanism(mechanism, k)
-    if (refine or unmix) and model != "lda":
-        raise ValueError("refine (variational EM) and unmix apply to model='lda' only")
+    if refine and model != "lda":
+        raise ValueError("refine (variational EM) applies to model='lda' only (model='stm' takes --unmix passes)")
     if (refine or unmix) and mech in DENSE:
         raise ValueError(f"private refinement builds on the scalable mechanisms {SCALABLE}, not {mech!r}")
     if declared_bounds is not None:
@@ -193,9 +194,7 @@ def fit_lda_private(corpus, k: int, *, alpha0: float, model: str, vocab, vocab_s
             if mech in DENSE:
                 fit = _fit_dense(oc, params, mech, epsilon, delta, rng, reproducible, declared_bounds)
             else:
-                plain = model != "lda"  # the single-topic model takes no refinement
-                r = resolve_refinement(oc.vocab_size, k, 0 if plain else refine, 0 if plain else unmix,
-                                       refine_budget, working_vocab)
+                r = resolve_refinement(oc.vocab_size, k, refine, unmix, refine_budget, working_vocab)
                 fit = _fit_scalable(oc, params, mech, epsilon, delta, rng, ledger, r, length_cap, eta, update)
             resources = oc.resources()
         finally:

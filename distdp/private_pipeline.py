@@ -379,11 +379,15 @@ def refine_em_private(backend: Backend, topic_word: np.ndarray, alpha: np.ndarra
 
 
 def _release_unmix(parts: list, stage: str, norm_cap: float, noise: _Noise, gram_note: str, q_note: str,
-                   threshold: float, symmetric: bool, scales: np.ndarray | None = None) -> np.ndarray:
+                   threshold: float, symmetric: bool, scales: np.ndarray | None = None,
+                   diagonal: bool = False, previous: np.ndarray | None = None) -> np.ndarray:
     """Noisy ``G`` (``<stage>_gram``) and ``Q`` (``<stage>_sstats``) from the shards' ``(Q, G)``, solved for the topics.
 
     A symmetric ``G`` is released on its unique entries; the sensitivities
     are :func:`~distdp.privacy.lda_private.tail_sensitivities` either way.
+    ``diagonal``: ``G`` is diagonal by construction (single-topic θ̂)
+    (:func:`~distdp.privacy.lda_private.unmix_diagonal`; a topic without
+    documents above the noise keeps its row of ``previous``).
     """
     sens_q, sens_g = lda_private.tail_sensitivities(norm_cap)
     gram = _sum([p_[1] for p_ in parts])
@@ -396,12 +400,19 @@ def _release_unmix(parts: list, stage: str, norm_cap: float, noise: _Noise, gram
         gram = noise.add(f"{stage}_gram", gram, sens_g, note=gram_note)
     q = noise.add(f"{stage}_sstats", _sum([p_[0] for p_ in parts]), sens_q, note=q_note)
     return lda_private.unmix_topics(q, gram, noise.sigma(f"{stage}_sstats", sens_q), threshold, symmetric=symmetric,
-                                    scales=scales)
+                                    scales=scales, diagonal=diagonal, sigma_g=noise.sigma(f"{stage}_gram", sens_g),
+                                    previous=previous)
+
+
+#: How an unmixing release's ``θ̂_n`` is estimated, and what its solve does with G (ledger notes), by ``single_topic``.
+_MIXTURE = {False: "the E-step's posterior mean", True: "one-hot single-topic posterior mode"}
+_DIAGONAL_NOTE = {False: "", True: "; G diagonal by construction (its noisy off-diagonal entries unused), a topic "
+                                   "whose G_ii is not above the threshold keeps its start (lda_private.unmix_diagonal)"}
 
 
 def unmix_tail_private(view: ColumnBackend, topic_word: np.ndarray, alpha: np.ndarray,
                        norm_cap: float, noise: _Noise, threshold: float = EM_THRESHOLD, max_inner: int = 100,
-                       tol: float = 1e-3) -> np.ndarray:
+                       tol: float = 1e-3, single_topic: bool = False) -> np.ndarray:
     """Topics on every word from the fit on ``view``'s working vocabulary (``tail_gram``, ``tail_sstats``).
 
     Each document's mixture ``θ̂_n`` is estimated on its working words alone;
@@ -413,21 +424,30 @@ def unmix_tail_private(view: ColumnBackend, topic_word: np.ndarray, alpha: np.nd
     wrong topics at Σα = 1), the solve undoes that mixing in one release.
     Its words are not scaled as the pass's are (:func:`unmix_private`): at
     ε = 1, N = 10⁶ that moved the final L1 by 0.0002 (0.0359 vs 0.0361, one
-    seed), within the spread between noise seeds.
+    seed), within the spread between noise seeds. ``single_topic``: ``θ̂_n``
+    is the one-hot of the document's single-topic posterior mode on its
+    working words (``alpha`` the topic weights), so ``G`` is diagonal and a
+    topic no document reaches keeps its start (zero off the working words).
     """
     start = np.maximum(topic_word, 1e-12)
     start = start / start.sum(axis=1, keepdims=True)
-    parts = view.call_full("tail_statistics", start, alpha, float(norm_cap), max_inner, tol)
+    parts = view.call_full("tail_statistics", start, alpha, float(norm_cap), max_inner, tol, single_topic)
     rule = (f"w_n = min({norm_cap:.4g}/(‖θ̂_n‖₂‖x_n‖₂), {norm_cap:.4g}²/(‖θ̂_n‖₂²‖x_n‖₁)), "
-            f"θ̂_n from the working words")
+            f"θ̂_n {_MIXTURE[single_topic]} from the working words")
+    previous = None
+    if single_topic:
+        previous = np.zeros((start.shape[0], parts[0][0].shape[1]))    # Q is k×d
+        previous[:, view.columns] = topic_word
     return _release_unmix(parts, "tail", norm_cap, noise, f"unique entries of Σ_n w_n l_n θ̂_nθ̂_nᵀ (k×k), {rule}",
-                          f"Σ_n w_n θ̂_n x_nᵀ (k×d), {rule}; β̂ = G⁻¹Q, entries below {threshold:g}σ set to 0",
-                          threshold, symmetric=True)
+                          f"Σ_n w_n θ̂_n x_nᵀ (k×d), {rule}; β̂ = G⁻¹Q, entries below {threshold:g}σ set to 0"
+                          + _DIAGONAL_NOTE[single_topic], threshold, symmetric=True, diagonal=single_topic,
+                          previous=previous)
 
 
 def unmix_private(backend: Backend, topic_word: np.ndarray, alpha: np.ndarray, scan: Scan, noise: _Noise,
                   passes: int, threshold: float = EM_THRESHOLD, max_inner: int = 100, tol: float = 1e-3,
-                  progress: Callable | None = None, scale_power: float = lda_private.WORD_SCALE_POWER) -> np.ndarray:
+                  progress: Callable | None = None, scale_power: float = lda_private.WORD_SCALE_POWER,
+                  single_topic: bool = False) -> np.ndarray:
     """``passes`` one-hot unmixing releases on every word (``unmix_gram``, ``unmix_sstats``), each from the last.
 
     Each pass estimates every document's mixture ``θ̂_n`` on all its words
@@ -443,20 +463,24 @@ def unmix_private(backend: Backend, topic_word: np.ndarray, alpha: np.ndarray, s
     scale every document to the sensitivity and their words by ``S``; 0.042
     and 0.050 without ``S``): EM splits each word between topics by its
     start's own ratios and keeps the zeros of its start; the solve is a
-    fresh estimate of every word's topics.
+    fresh estimate of every word's topics. ``single_topic``: ``θ̂_n`` is the
+    one-hot of the document's single-topic posterior mode (``alpha`` the
+    topic weights), so ``G`` is diagonal and ``β̂_i`` is row i of ``Q/S``
+    over ``G_ii``.
     """
     norm_cap = scan.norm_cap
-    rule = (f"e_n = onehot(argmax θ̂_n), θ̂_n from all words, "
+    rule = (f"e_n = onehot(argmax θ̂_n), θ̂_n {_MIXTURE[single_topic]} from all words, "
             f"w_n = min({norm_cap:.4g}/‖x_n∘s_(argmax θ̂_n)‖₂, {norm_cap:.4g}²/(‖θ̂_n‖₂‖x_n‖₁)), "
             f"word scales S = b^(-{scale_power:.3g}) from the current topics and the scan (word_scales)")
     for t in range(passes):
         scales = lda_private.word_scales(topic_word, scan.frequencies, scale_power)
         parts = backend.call("unmix_statistics", backend.broadcast(topic_word), alpha, float(norm_cap), max_inner,
-                             tol, backend.broadcast(scales))
+                             tol, backend.broadcast(scales), single_topic)
         topic_word = _release_unmix(parts, "unmix", norm_cap, noise,
                                     f"Σ_n w_n l_n e_n θ̂_nᵀ (k×k, all entries) per pass, {rule}",
                                     f"Σ_n w_n (e_n x_nᵀ)∘S (k×d) per pass, {rule}; β̂ = G⁻¹(Q/S), entries below "
-                                    f"{threshold:g}σ set to 0", threshold, symmetric=False, scales=scales)
+                                    f"{threshold:g}σ set to 0" + _DIAGONAL_NOTE[single_topic], threshold,
+                                    symmetric=False, scales=scales, diagonal=single_topic, previous=topic_word)
         if progress is not None:
             progress("unmix", t + 1, passes)
     return topic_word
@@ -574,12 +598,15 @@ def fit_lda_private_scalable(backend: Backend, vocab_size: int, params: Spectral
         topic_word = np.zeros((params.k, d))
         topic_word[:, columns] = ps.result.topic_word
         return PrivateLDA(topic_word, ps.result.alpha, ps, columns, scan, None)
+    single = params.model == "stm"
     if r.tail:
-        topic_word = unmix_tail_private(view, ps.result.topic_word, ps.result.alpha, scan.norm_cap, noise)
+        topic_word = unmix_tail_private(view, ps.result.topic_word, ps.result.alpha, scan.norm_cap, noise,
+                                        single_topic=single)
     else:
         topic_word = lda_private.embed_topics(ps.result.topic_word, columns, scan.frequencies, d)
     if r.unmix:
-        topic_word = unmix_private(backend, topic_word, ps.result.alpha, scan, noise, r.unmix, progress=progress)
+        topic_word = unmix_private(backend, topic_word, ps.result.alpha, scan, noise, r.unmix, progress=progress,
+                                   single_topic=single)
     if not r.refine:
         return PrivateLDA(topic_word, ps.result.alpha, ps, columns, scan, None)
     share = float(np.clip(np.maximum(scan.frequencies[columns], 0).sum()

@@ -222,28 +222,40 @@ class Shard:
         return res.sstats, res.doc_bound, self.n_total, res.iterations
 
     def tail_statistics(self, columns: np.ndarray, key, topic_word: np.ndarray, alpha: np.ndarray,
-                        norm_cap: float, max_iter: int = 100, tol: float = 1e-3) -> tuple:
+                        norm_cap: float, max_iter: int = 100, tol: float = 1e-3, single_topic: bool = False) -> tuple:
         """The ``tail`` release's partial sums ``(Q, G)`` (:func:`distdp.privacy.lda_private.tail_statistics`).
 
         Each document's topic mixture is the E-step's posterior mean on its
         ``columns`` words (the restricted shard of :meth:`on_columns` with the
-        same ``key``) under the (already released) ``topic_word`` over them.
+        same ``key``) under the (already released) ``topic_word`` over them;
+        with ``single_topic``, the one-hot of its single-topic posterior mode
+        there (``alpha`` the topic weights).
         """
         sub = self._columns_view(columns, key).counts
-        res = refine.e_step(sub, topic_word, alpha, None, max_iter, tol, False)
-        return lda_private.tail_statistics(self.counts, refine.theta_from_gamma(res.gamma), norm_cap)
+        return lda_private.tail_statistics(self.counts, self._mixtures(sub, topic_word, alpha, max_iter, tol,
+                                                                       single_topic), norm_cap)
+
+    @staticmethod
+    def _mixtures(counts, topic_word, alpha, max_iter, tol, single_topic: bool) -> np.ndarray:
+        """``θ̂_n`` of an unmixing release: the E-step's posterior means, or one-hot single-topic posterior modes."""
+        if single_topic:
+            return lda_private.single_topic_posterior(counts, topic_word, alpha)
+        res = refine.e_step(counts, np.maximum(topic_word, 1e-12), alpha, None, max_iter, tol, False)
+        return refine.theta_from_gamma(res.gamma)
 
     def unmix_statistics(self, topic_word: np.ndarray, alpha: np.ndarray, norm_cap: float, max_iter: int = 100,
-                         tol: float = 1e-3, scales: np.ndarray | None = None) -> tuple:
+                         tol: float = 1e-3, scales: np.ndarray | None = None, single_topic: bool = False) -> tuple:
         """An ``unmix`` pass's partial sums ``(Q, G)`` (:func:`distdp.privacy.lda_private.hard_unmix_statistics`).
 
         Each document's topic mixture is the E-step's posterior mean on all
         its words under the (already released) ``topic_word``, floored at
-        1e-12 so that no word rules a topic out. ``scales``: the pass's
-        word scales (:func:`distdp.privacy.lda_private.word_scales`).
+        1e-12 so that no word rules a topic out; with ``single_topic``, the
+        one-hot of its single-topic posterior mode (``alpha`` the topic
+        weights). ``scales``: the pass's word scales
+        (:func:`distdp.privacy.lda_private.word_scales`).
         """
-        res = refine.e_step(self.counts, np.maximum(topic_word, 1e-12), alpha, None, max_iter, tol, False)
-        return lda_private.hard_unmix_statistics(self.counts, refine.theta_from_gamma(res.gamma), norm_cap, scales)
+        theta = self._mixtures(self.counts, topic_word, alpha, max_iter, tol, single_topic)
+        return lda_private.hard_unmix_statistics(self.counts, theta, norm_cap, scales)
 
     def transform(self, exp_elog_beta: np.ndarray, alpha: np.ndarray, max_iter: int = 100,
                   tol: float = 1e-3) -> tuple:
