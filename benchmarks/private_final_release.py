@@ -161,8 +161,7 @@ def main() -> None:
     B = Ginv @ ((Q + sigma * noise) / S)
     sd = sigma * np.sqrt((Ginv * Ginv) @ S ** -2.0)
     # The scan: 2% of μ², sensitivity 2, on Σ_n x_n/l_n.
-    tau_f = accounting.calibrate_gaussian_multiplier(EPSILON, DELTA, 1) / np.sqrt(private_fit.SCAN_BUDGET) \
-        * lda_private.SCAN_SENSITIVITY / N
+    tau_f = m / np.sqrt(private_fit.SCAN_BUDGET) * lda_private.SCAN_SENSITIVITY / N
     f_noisy = fbar + rng.normal(0.0, tau_f, D)
     rows = [{"part": "denoiser", "what": "no noise", "l1": lda.matched_l1(
         rows_normalised(np.maximum(Ginv @ (Q / S), 0.0)), c.topic_word)[0]}]

@@ -586,26 +586,22 @@ def unmix_diagonal(Q: np.ndarray, g: np.ndarray, sigma_q: float, sigma_g: float,
     Raises
     ------
     BudgetNotMetError
-        When such a topic has no ``previous`` row to keep.
+        When such a topic has no (nonzero) ``previous`` row to keep.
     """
     g = np.asarray(g, dtype=np.float64)
     S = np.ones_like(Q) if scales is None else scales
     supported = g > threshold * float(sigma_g)
     scale = np.where(supported, g, 1.0)[:, None] * S
     B = np.where(supported[:, None], threshold_noisy(Q / scale, float(sigma_q) / scale, threshold), 0.0)
-    mass = B.sum(axis=1)
-    keep = mass <= 0
-    if np.any(keep) and previous is None:
+    keep = B.sum(axis=1) <= 0
+    if np.any(keep) and previous is not None:
+        B[keep] = np.maximum(np.asarray(previous, dtype=np.float64)[keep], 0.0)
+    mass = B.sum(axis=1, keepdims=True)
+    if np.any(mass <= 0):
         raise BudgetNotMetError("the privacy budget cannot be met: a topic received no documents above the noise "
-                                "in the unmixing release; use a larger epsilon or more documents")
-    if np.any(keep):
-        prev = np.maximum(np.asarray(previous, dtype=np.float64)[keep], 0.0)
-        B[keep] = prev
-        mass[keep] = prev.sum(axis=1)
-        if np.any(mass <= 0):
-            raise BudgetNotMetError("the privacy budget cannot be met: a topic received no documents above the "
-                                    "noise in the unmixing release and its start is empty")
-    return B / mass[:, None]
+                                "in the unmixing release and has no start to keep; use a larger epsilon or more "
+                                "documents")
+    return B / mass
 
 
 def count_norms(counts: sp.csr_matrix) -> np.ndarray:
