@@ -86,8 +86,8 @@ def scalable_fit(be, d, k, mech, eps, acc, seed):
 def default_fit(be, d, k, mech, eps, acc, seed):
     """``whitened+unmix``: the private default of fit-lda (:func:`distdp.private_fit.resolve_refinement`);
     ``whitened+em``: the same with ``refine=2`` (tail release, then 2 private EM iterations)."""
-    cfg = lda_private.PrivateSpectralConfig(eps, DELTA)
     r = private_fit.resolve_refinement(d, k, refine=2 if mech == "whitened+em" else None)
+    cfg = private_fit.spectral_config(eps, DELTA, r)
     ledger = PrivacyLedger(private=False)
     fit = fit_lda_private_scalable(be, d, SpectralParams(k=k, alpha0=1.0), cfg, np.random.default_rng(seed), ledger,
                                    private_fit.budget_plan(cfg, r), r, eta=1.0 / k)

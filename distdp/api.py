@@ -141,7 +141,7 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
             progress: bool = True, cpus_per_worker: float | None = None, epsilon: float | None = None,
             delta: float | None = None, mechanism: str = "auto", refine_budget: float | None = None,
             length_cap: int = 100, reproducible: bool = False, public_corpus=None, working_vocab: int | None = None,
-            unmix: int | None = None, declared_bounds=None, **solver) -> LDAModel:
+            unmix: int | None = None, declared_bounds=None, whitening: str | None = None, **solver) -> LDAModel:
     """Fit a spectral LDA (or single-topic) model, optionally refined by variational EM.
 
     Parameters
@@ -213,6 +213,12 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
         unmixing passes on every word after the spectral stage (and tail release)
         (:func:`distdp.private_pipeline.unmix_private`). Default 1 when
         ``refine`` is not given, else 0.
+    whitening : {'auto', 'dense', 'power'}, optional
+        Private fits with a scalable mechanism: the private whitening releases
+        the working vocabulary's second moment once as a dense matrix
+        (``dense``) or runs the noisy power method on it (``power``, never
+        d×d). Default ``auto``: dense up to
+        :data:`distdp.privacy.lda_private.DENSE_WHITENING_MAX_WORDS` words.
     declared_bounds : DeclaredBounds or str, optional
         ``mechanism='config2'`` only: public bounds on the corpus's moments
         (:class:`distdp.privacy.lda_dense.DeclaredBounds`, or its text form
@@ -238,10 +244,11 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
             progress=progress, cpus_per_worker=cpus_per_worker, epsilon=epsilon, delta=delta, mechanism=mechanism,
             refine_budget=refine_budget, length_cap=length_cap, reproducible=reproducible,
             public_corpus=public_corpus, coherence=coherence, t_start=t_start, working_vocab=working_vocab,
-            unmix=unmix, declared_bounds=declared_bounds, **solver)
-    if reproducible or working_vocab is not None or unmix is not None or declared_bounds is not None:
-        raise ValueError("reproducible, working_vocab, unmix and declared_bounds apply to private fits only "
-                         "(give epsilon and delta)")
+            unmix=unmix, declared_bounds=declared_bounds, whitening=whitening, **solver)
+    if (reproducible or working_vocab is not None or unmix is not None or declared_bounds is not None
+            or whitening is not None):
+        raise ValueError("reproducible, working_vocab, unmix, whitening and declared_bounds apply to private fits "
+                         "only (give epsilon and delta)")
     refine = 0 if refine is None else refine
     params = pipeline.SpectralParams(k=k, alpha0=alpha0, model=model, **solver)
     if refine and model != "lda":

@@ -203,16 +203,23 @@ def m2_product(partial: M2ProductPartial, m1_sum: np.ndarray, omega: np.ndarray,
     return partial.e2 / N - coef.a2 / (N * (N - 1.0)) * cross
 
 
+def m2_dense_sum(counts: sp.csr_matrix, doc_scale: np.ndarray | None = None) -> np.ndarray:
+    """Dense ``Σ_n s_n m2_n`` (d×d) with per-document factors ``doc_scale`` (default 1)."""
+    w2 = doc_weights(doc_lengths(counts))[1]
+    if doc_scale is not None:
+        w2 = w2 * doc_scale
+    ct = counts.T
+    return (ct @ sp.diags(w2) @ counts).toarray() - np.diag(ct @ w2)
+
+
 def m2_dense_partial(counts: sp.csr_matrix) -> M2ProductPartial:
     """Dense ``Σ m2_n`` and ``Σ m1_n m1_nᵀ`` (d×d): the small-vocabulary option.
 
     The result plays the role of :func:`m2_product_partial` with ``Ω = I``.
     """
-    w1, w2, _ = doc_weights(doc_lengths(counts))
-    ct = counts.T
-    e2 = (ct @ sp.diags(w2) @ counts).toarray() - np.diag(ct @ w2)
-    q = (ct @ sp.diags(w1 * w1) @ counts).toarray()
-    return M2ProductPartial(e2, q)
+    w1 = doc_weights(doc_lengths(counts))[0]
+    q = (counts.T @ sp.diags(w1 * w1) @ counts).toarray()
+    return M2ProductPartial(m2_dense_sum(counts), q)
 
 
 # --------------------------------------------------------------------------

@@ -155,7 +155,7 @@ def fit_lda_private(corpus, k: int, *, alpha0: float, model: str, vocab, vocab_s
                     seed, refine: int, eta, out, overwrite: bool, progress: bool, cpus_per_worker,
                     epsilon, delta, mechanism: str, refine_budget, length_cap: int, reproducible: bool,
                     public_corpus, coherence: bool, t_start: float, working_vocab=None, unmix=None,
-                    declared_bounds=None, **solver) -> LDAModel:
+                    declared_bounds=None, whitening=None, **solver) -> LDAModel:
     """The private branch of :func:`distdp.api.fit_lda` (same parameters).
 
     With a scalable mechanism, ``refine``, ``unmix``, ``refine_budget`` and
@@ -179,8 +179,11 @@ def fit_lda_private(corpus, k: int, *, alpha0: float, model: str, vocab, vocab_s
             raise ValueError(f"declared_bounds apply to config2 only (--mechanism config2), not {mech!r}")
         if isinstance(declared_bounds, str):
             declared_bounds = lda_dense.DeclaredBounds.parse(declared_bounds)
-    if working_vocab is not None and mech in DENSE:
-        raise ValueError(f"working_vocab applies to the scalable mechanisms {SCALABLE}, not {mech!r}")
+    for name, value in (("working_vocab", working_vocab), ("whitening", whitening)):
+        if value is not None and mech in DENSE:
+            raise ValueError(f"{name} applies to the scalable mechanisms {SCALABLE}, not {mech!r}")
+    whitening = "auto" if whitening is None else whitening
+    lda_private.whitening_form(whitening, 1)  # reject a bad value before any pass
     params = pipeline.SpectralParams(k=k, alpha0=alpha0, model=model, **solver)
     rng = np.random.default_rng(seed) if reproducible else mechanisms.private_generator()
     ledger = PrivacyLedger(private=not reproducible)
@@ -195,7 +198,8 @@ def fit_lda_private(corpus, k: int, *, alpha0: float, model: str, vocab, vocab_s
                 fit = _fit_dense(oc, params, mech, epsilon, delta, rng, reproducible, declared_bounds)
             else:
                 r = resolve_refinement(oc.vocab_size, k, refine, unmix, refine_budget, working_vocab)
-                fit = _fit_scalable(oc, params, mech, epsilon, delta, rng, ledger, r, length_cap, eta, update)
+                config = spectral_config(epsilon, delta, r, mech, length_cap, whitening)
+                fit = _fit_scalable(oc, params, config, rng, ledger, r, eta, update)
             resources = oc.resources()
         finally:
             close()
@@ -221,16 +225,22 @@ def fit_lda_private(corpus, k: int, *, alpha0: float, model: str, vocab, vocab_s
     return fitted
 
 
-def _fit_scalable(oc, params, mech, epsilon, delta, rng, ledger, r: private_pipeline.Refinement, length_cap, eta,
-                  update):
-    config = lda_private.PrivateSpectralConfig(epsilon, delta, mechanism=mech, length_cap=length_cap)
+def spectral_config(epsilon: float, delta: float, r: private_pipeline.Refinement, mechanism: str = "whitened",
+                    length_cap: int = 100, whitening: str = "auto") -> lda_private.PrivateSpectralConfig:
+    """The spectral stage's configuration of a scalable private fit; the whitening's form from the
+    working vocabulary's size (:func:`distdp.privacy.lda_private.whitening_form`)."""
+    return lda_private.PrivateSpectralConfig(epsilon, delta, mechanism=mechanism, length_cap=length_cap,
+                                             dense_whitening=lda_private.whitening_form(whitening, r.working_vocab))
+
+
+def _fit_scalable(oc, params, config, rng, ledger, r: private_pipeline.Refinement, eta, update):
     fit = private_pipeline.fit_lda_private_scalable(oc.backend, oc.vocab_size, params, config, rng, ledger,
                                                      budget_plan(config, r), r, eta=eta, progress=update)
     return {"topic_word": fit.topic_word, "alpha": fit.alpha, "ledger": ledger, "spectral": fit.spectral,
             "variational": fit.em.variational if fit.em is not None else None, "em": fit.em, "refinement": r,
             "norm_cap": fit.scan.norm_cap if r.active else None,
             "guarantee": "proven" if ledger.private else "none: reproducible (seeded) noise",
-            "assumptions": ASSUMPTIONS[mech]}
+            "assumptions": ASSUMPTIONS[config.mechanism]}
 
 
 def _fit_dense(oc, params, mech, epsilon, delta, rng, reproducible, declared_bounds=None):

@@ -9,9 +9,11 @@ by post-processing. The releases and their sensitivities are listed in
 
 Mechanisms:
 
-* ``"whitened"`` — private whitening by the noisy power method on the raw
-  second moment (Hardt & Price 2014), then one noisy ``E3(W,W,W)`` (k×k×k,
+* ``"whitened"`` — private whitening, then one noisy ``E3(W,W,W)`` (k×k×k,
   symmetric noise on its unique entries), decomposed without further cost.
+  The whitening releases the raw second moment once as a dense d×d matrix
+  (Analyze Gauss, Dwork et al. 2014) when ``config.dense_whitening``, else
+  runs the noisy power method on it (Hardt & Price 2014), never forming it.
 * ``"power"`` — the same whitening, then the distributed DP tensor power
   method: each iteration releases ``Σ_shards E3(I,U,U)`` for the k current
   vectors (orthogonal iteration), never forming the k×k×k tensor.
@@ -80,7 +82,7 @@ class _Noise:
         return self.plan[stage].multiplier * float(sensitivity)
 
     def add(self, stage: str, value: np.ndarray, sensitivity: float, *, record_sensitivity=None,
-            note: str = "", symmetric3: bool = False) -> np.ndarray:
+            note: str = "", symmetric2: bool = False, symmetric3: bool = False) -> np.ndarray:
         """``value`` + noise of σ = multiplier × ``sensitivity``; the first call of a stage records it."""
         sn = self.plan[stage]
         sigma = self.sigma(stage, sensitivity)
@@ -90,6 +92,8 @@ class _Noise:
                 stage, "gaussian", record_sensitivity if record_sensitivity is not None else float(sensitivity),
                 f"{sn.multiplier:.6g} × sensitivity" if record_sensitivity is not None else float(sigma),
                 sn.count, accounting.gaussian_event(sn.multiplier, sn.count), NEIGHBOUR, note))
+        if symmetric2:
+            return value + mechanisms.symmetric_matrix_noise(value.shape[0], sigma, self.rng)
         if symmetric3:
             return value + mechanisms.symmetric_tensor_noise(value.shape[0], sigma, self.rng)
         return value + mechanisms.gaussian_noise(np.shape(value), sigma, self.rng)
@@ -154,9 +158,10 @@ def _orthonormal(rng: np.random.Generator, n: int, p: int) -> np.ndarray:
 def _release_counts(backend, config, noise, n_total):
     """Release 1: used-document count, capped token total and the norm histograms → N̂, tokens, C1, C2."""
     edges = lda_private.log_grid(*lda_private.NORM_GRID)
-    raw = _sum(backend.call("private_counts", config.length_cap, edges, edges))
+    raw = _sum(backend.call("private_counts", config.length_cap, edges, edges, config.dense_whitening))
+    norm = "‖m2_n‖_u (unique entries)" if config.dense_whitening else "‖m2_n‖_F"
     noisy = noise.add("counts", raw, lda_private.COUNT_SENSITIVITY,
-                      note="[n_used, Σ min(l, L)/L, histogram ‖m1_n‖, histogram ‖m2_n‖_F]")
+                      note=f"[n_used, Σ min(l, L)/L, histogram ‖m1_n‖, histogram {norm}]")
     n_hat = float(np.clip(noisy[0], 3.0, n_total))
     tokens_hat = max(float(noisy[1]) * config.length_cap, 3.0 * n_hat)
     nb = len(edges) - 1
@@ -174,8 +179,8 @@ def _spectral_remedy(d: int, k: int) -> str:
             f"words carry most of the signal) or, with a refinement, a smaller --refine-budget.")
 
 
-def _private_whitening(backend, d, k, p, coef, n_hat, m1, m1_var, c2, config, noise, rng, st):
-    """Noisy subspace iteration on ``M2 = E2 − a2 M̂1M̂1ᵀ + a2 v I``; returns (Whitening, E2(W,W))."""
+def _whitening_products(backend, d, p, coef, n_hat, m1, m1_var, c2, config, noise, rng, st):
+    """Noisy subspace iteration on ``M2``: (eigenvalues, eigenvectors in the basis Q, Q, E2 in Q, noise σ)."""
     sens = math.sqrt(2.0) * c2
     Q = _orthonormal(rng, d, p)
     for i in range(config.eig_iters + 1):
@@ -187,20 +192,41 @@ def _private_whitening(backend, d, k, p, coef, n_hat, m1, m1_var, c2, config, no
             Q = np.linalg.qr(m2q)[0]
     B = Q.T @ m2q
     vals, vecs = np.linalg.eigh(0.5 * (B + B.T))
+    E = 0.5 * (Q.T @ e2q + (Q.T @ e2q).T)
+    return vals, vecs, Q, E, noise.sigma("m2_whitening", sens) / n_hat
+
+
+def _whitening_dense(backend, d, coef, n_hat, m1, m1_var, c2, noise, st):
+    """One noisy dense ``Σ g_n m2_n`` (Analyze Gauss): (eigenvalues, eigenvectors, None, E2, noise σ)."""
+    sens = math.sqrt(2.0) * c2
+    e2 = noise.add("m2_whitening", _sum(backend.call("private_m2_dense", c2)), sens, symmetric2=True,
+                   note=f"Σ g_n m2_n, dense {d}×{d}, symmetric noise on the unique entries, clipped in their norm "
+                        "(Analyze Gauss, Dwork et al. 2014)") / n_hat
+    vals, vecs = np.linalg.eigh(e2 - coef.a2 * np.outer(m1, m1) + coef.a2 * m1_var * np.eye(d))
+    st.step("whitening", 1, 1)
+    return vals, vecs, None, e2, noise.sigma("m2_whitening", sens) / n_hat
+
+
+def _private_whitening(backend, d, k, p, coef, n_hat, m1, m1_var, c2, config, noise, rng, st):
+    """Private whitening of ``M2 = E2 − a2 M̂1M̂1ᵀ + a2 v I`` (dense or products); returns (Whitening, E2(W,W))."""
+    if config.dense_whitening:
+        vals, vecs, Q, E, sigma = _whitening_dense(backend, d, coef, n_hat, m1, m1_var, c2, noise, st)
+    else:
+        vals, vecs, Q, E, sigma = _whitening_products(backend, d, p, coef, n_hat, m1, m1_var, c2, config, noise,
+                                                      rng, st)
     try:
-        wh = whitening.top_k_from_symmetric(vals, Q @ vecs, k)
+        wh = whitening.top_k_from_symmetric(vals, vecs if Q is None else Q @ vecs, k)
     except ValueError as err:
         raise BudgetNotMetError(f"the privacy budget cannot be met: the noisy second moment does not support "
                                 f"k={k} topics ({err}). {_spectral_remedy(d, k)}") from None
-    noise_level = lda_private.whitening_noise_level(noise.plan["m2_whitening"].multiplier * sens / n_hat, d, p,
-                                                    coef.a2 * m1_var)
+    noise_level = lda_private.whitening_noise_level(sigma, d, 0 if Q is None else p, coef.a2 * m1_var)
     if wh.eigenvalues[-1] <= noise_level:
         raise BudgetNotMetError(
             f"the privacy budget cannot be met: the k-th eigenvalue of the noisy second moment, "
             f"{wh.eigenvalues[-1]:.3g}, is below the spectral norm of its noise, ≈ {noise_level:.3g} "
-            f"(2σ(√d + √p) + a2·v, public), so the top-{k} subspace would be noise. {_spectral_remedy(d, k)}")
+            f"({'2σ√d' if Q is None else '2σ(√d + √p)'} + a2·v, public), so the top-{k} subspace would be noise. "
+            f"{_spectral_remedy(d, k)}")
     V = vecs[:, np.argsort(vals)[::-1][:k]]
-    E = 0.5 * (Q.T @ e2q + (Q.T @ e2q).T)
     e2w = (V.T @ E @ V) / np.sqrt(np.outer(wh.eigenvalues, wh.eigenvalues))
     return wh, e2w
 
@@ -314,6 +340,7 @@ def fit_spectral_private(backend: Backend, vocab_size: int, params: SpectralPara
         topic_word, alpha = lda.recover_parameters(lam, V, wh.unwhiten, params.alpha0, params.model)
     stats = {"n_docs": n_total, "n_docs_used_noisy": n_hat, "n_tokens_noisy": tokens_hat, "vocab_size": d,
              "n_shards": backend.n_shards, "tensor_path": "implicit" if config.mechanism == "power" else "explicit",
+             "whitening": "dense" if config.dense_whitening else f"power method, {config.eig_iters + 1} products",
              "clip": {"m1": c1, "m2": c2, "m3": c3},
              "clip_quantiles": {"m1": config.quantile, "m2": config.quantile, "m3": config.tensor_quantile}}
     result = SpectralResult(topic_word, alpha, wh.eigenvalues, np.asarray(lam), stats, st.timings)

@@ -122,16 +122,21 @@ class Shard:
     # ------------------------------------------------------------------ private spectral fit
     # Unnormalised sums of clipped per-document statistics
     # (:mod:`distdp.privacy.lda_private`); the coordinator adds the noise.
-    def _doc_norms(self) -> tuple[np.ndarray, np.ndarray]:
+    def _doc_norms(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if self._norms is None:
             self._norms = lda_private.doc_norms(self.counts)
         return self._norms
 
-    def private_counts(self, length_cap: int, m1_edges: np.ndarray, m2_edges: np.ndarray) -> np.ndarray:
-        """``[n_used, Σ min(l_n, L)/L, hist ‖m1_n‖, hist ‖m2_n‖_F]`` over documents with ≥ 3 tokens."""
+    def private_counts(self, length_cap: int, m1_edges: np.ndarray, m2_edges: np.ndarray,
+                       dense: bool = False) -> np.ndarray:
+        """``[n_used, Σ min(l_n, L)/L, hist ‖m1_n‖, hist ‖m2_n‖]`` over documents with ≥ 3 tokens.
+
+        ``‖m2_n‖`` is the unique-entry norm with ``dense`` (the dense whitening clips by it), else Frobenius.
+        """
         lengths = moments.doc_lengths(self.counts)
         ok = lengths >= moments.MIN_DOC_LENGTH
-        n1, n2 = self._doc_norms()
+        n1, n2f, n2u = self._doc_norms()
+        n2 = n2u if dense else n2f
         head = [float(ok.sum()), float(np.minimum(lengths, length_cap).sum()) / length_cap]
         return np.concatenate([head, lda_private.histogram(n1[ok], m1_edges),
                                lda_private.histogram(n2[ok], m2_edges)])
@@ -165,6 +170,10 @@ class Shard:
         """``(Σ_n g_n m2_n) Ω`` (d×p), ``g_n = min(1, C2/‖m2_n‖_F)``."""
         g = lda_private.clip_factors(self._doc_norms()[1], clip2)
         return moments.m2_product_partial(self.counts, omega, doc_scale=g).e2
+
+    def private_m2_dense(self, clip2: float) -> np.ndarray:
+        """``Σ_n g_n m2_n`` (d×d), ``g_n = min(1, C2/‖m2_n‖_u)`` (the unique-entry norm)."""
+        return moments.m2_dense_sum(self.counts, lda_private.clip_factors(self._doc_norms()[2], clip2))
 
     def private_tensor_bounds(self, W: np.ndarray, edges: np.ndarray, key=None) -> np.ndarray:
         """Histogram of the bounds ``B_n`` on ``‖m3_n(W,W,W)‖_F`` over documents with ≥ 3 tokens."""

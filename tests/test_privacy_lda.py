@@ -61,12 +61,17 @@ def public_W(rng):
 def test_first_releases_sensitivity(data, c1, c2):
     a, b, rng = neighbours(data)
     e = lda_private.log_grid(*lda_private.NORM_GRID)
-    diff = a.private_counts(10, e, e) - b.private_counts(10, e, e)
-    assert np.linalg.norm(diff) <= lda_private.COUNT_SENSITIVITY + 1e-12
+    for dense in (False, True):
+        diff = a.private_counts(10, e, e, dense) - b.private_counts(10, e, e, dense)
+        assert np.linalg.norm(diff) <= lda_private.COUNT_SENSITIVITY + 1e-12
     assert np.linalg.norm(a.private_m1(c1) - b.private_m1(c1)) <= math.sqrt(2) * c1 * (1 + 1e-9)
     Q = np.linalg.qr(rng.standard_normal((D, 4)))[0]
     dm2 = a.private_m2_product(Q, c2) - b.private_m2_product(Q, c2)
     assert np.linalg.norm(dm2) <= math.sqrt(2) * c2 * (1 + 1e-9)
+    # The dense release: noise goes on the unique entries i ≤ j, so their vector is what must move ≤ √2·C2.
+    dd = a.private_m2_dense(c2) - b.private_m2_dense(c2)
+    np.testing.assert_allclose(dd, dd.T, atol=1e-15)
+    assert np.linalg.norm(dd[np.triu_indices(D)]) <= math.sqrt(2) * c2 * (1 + 1e-9)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -261,8 +266,8 @@ def test_unmix_diagonal_keeps_the_start_of_a_topic_without_documents():
 def test_single_topic_private_fit_takes_the_unmixing_pass(fixed_entropy):
     # The single-topic model's private default is the spectral stage then one unmixing pass with one-hot
     # posterior modes (exact for this model). On this corpus at ε = 16, over 10 noise seeds: L1 0.024–0.025
-    # with the pass, 0.082–0.092 without, 0.021 non-private; the bound 1.5× non-private has a 28% margin
-    # over the largest of the 10.
+    # with the pass (both whitening forms), 0.082–0.092 without (power-method whitening), 0.021 non-private;
+    # the bound 1.5× non-private has a 28% margin over the largest of the 10.
     c = sample_corpus(10_000, 500, 5, np.random.default_rng(7), model="stm", doc_length=100)
     base = api.fit_lda(c.counts, 5, backend="local", model="stm", seed=0, progress=False, coherence=False)
     m = api.fit_lda(c.counts, 5, backend="local", model="stm", epsilon=16.0, delta=1e-6, progress=False)
@@ -428,6 +433,24 @@ def test_neighbour_reaches_the_m1_and_m2_bounds():
     Q = np.eye(D)
     assert np.linalg.norm(a.private_m2_product(Q, 0.5) - b.private_m2_product(Q, 0.5)) == \
         pytest.approx(math.sqrt(2) * 0.5)
+    dd = a.private_m2_dense(0.5) - b.private_m2_dense(0.5)
+    assert np.linalg.norm(dd[np.triu_indices(D)]) == pytest.approx(math.sqrt(2) * 0.5)
+
+
+def test_doc_norms_match_the_dense_per_document_moments():
+    # Brute force: m2_n = (c cᵀ − diag c)/(l(l−1)) formed densely; the unique-entry norm is that of its
+    # upper triangle with the diagonal (what the dense release's noise is added to).
+    counts = csr([[3, 1, 0, 2, 0, 0, 0], [0, 0, 5, 0, 0, 0, 0], [1, 1, 1, 0, 0, 0, 0], [1, 1, 0, 0, 0, 0, 0]])
+    n1, n2f, n2u = lda_private.doc_norms(counts)
+    for i, c in enumerate(counts.toarray().astype(float)):
+        l = c.sum()
+        if l < 3:
+            assert n1[i] == n2f[i] == n2u[i] == 0.0
+            continue
+        m2 = (np.outer(c, c) - np.diag(c)) / (l * (l - 1))
+        assert n1[i] == pytest.approx(np.linalg.norm(c / l))
+        assert n2f[i] == pytest.approx(np.linalg.norm(m2))
+        assert n2u[i] == pytest.approx(np.linalg.norm(m2[np.triu_indices(D)]))
 
 
 # ------------------------------------------------------------------ math pieces
@@ -556,6 +579,24 @@ def test_whitening_noise_level_counts_the_m1_identity_shift(monkeypatch):
                                 np.random.default_rng(0), plan=lda_private.plan_noise(cfg))
 
 
+def test_whitening_form_and_its_releases():
+    assert lda_private.whitening_form("auto", lda_private.DENSE_WHITENING_MAX_WORDS)
+    assert not lda_private.whitening_form("auto", lda_private.DENSE_WHITENING_MAX_WORDS + 1)
+    assert lda_private.whitening_form("dense", 10 ** 6) and not lda_private.whitening_form("power", 10)
+    with pytest.raises(ValueError, match="whitening must be one of"):
+        lda_private.whitening_form("eigh", 10)
+    with pytest.raises(ValueError, match="dense_whitening"):
+        lda_private.PrivateSpectralConfig(1.0, 1e-6, dense_whitening="yes").validate()
+    dense = lda_private.PrivateSpectralConfig(1.0, 1e-6, dense_whitening=True)
+    power = lda_private.PrivateSpectralConfig(1.0, 1e-6)
+    assert (dense.releases("m2_whitening"), power.releases("m2_whitening")) == (1, power.eig_iters + 1)
+    # Same share of the budget: one release instead of eig_iters + 1 gets a √(eig_iters + 1) smaller multiplier.
+    ratio = lda_private.plan_noise(power)["m2_whitening"].multiplier / lda_private.plan_noise(dense)["m2_whitening"].multiplier
+    assert ratio == pytest.approx(math.sqrt(power.eig_iters + 1))
+    with pytest.raises(ValueError, match="private fits only"):
+        api.fit_lda(sp.csr_matrix(np.ones((5, 4))), 2, backend="local", whitening="dense", progress=False)
+
+
 def test_noise_is_gaussian_with_the_recorded_scale():
     plan = lda_private.plan_noise(lda_private.PrivateSpectralConfig(1.0, 1e-6))
     ledger = PrivacyLedger()
@@ -564,6 +605,10 @@ def test_noise_is_gaussian_with_the_recorded_scale():
     sigma = ledger.releases[0].noise_scale
     assert sigma == pytest.approx(plan["m1"].multiplier * 0.7)
     assert stats.kstest(z / sigma, "norm").pvalue > 1e-3  # fixed seed; rejects a wrong scale by 1% at this n
+    M = noise.add("m2_whitening", np.zeros((300, 300)), 0.5, symmetric2=True)
+    np.testing.assert_array_equal(M, M.T)
+    upper = M[np.triu_indices(300)] / (plan["m2_whitening"].multiplier * 0.5)
+    assert stats.kstest(upper, "norm").pvalue > 1e-3  # the unique entries (diagonal included) are N(0, σ²)
     T = noise.add("whitened_tensor", np.zeros((4, 4, 4)), 1.0, symmetric3=True)
     np.testing.assert_allclose(T, T.transpose(1, 0, 2))
     np.testing.assert_allclose(T, T.transpose(0, 2, 1))
@@ -613,25 +658,32 @@ def corpus_p():
     return sample_corpus(20_000, 200, 5, np.random.default_rng(7), alpha0=1.0)
 
 
-@pytest.mark.parametrize("mechanism", ["whitened", "power"])
-def test_large_epsilon_recovers_topics(corpus_p, mechanism):
-    # Five seeds measured L1 0.023–0.027 (whitened/power) at ε = 50 against
-    # 0.016 non-private: clipping at the 0.9 quantile costs a little bias.
+@pytest.mark.parametrize("mechanism, whitening", [("whitened", None), ("power", None), ("whitened", "power")])
+def test_large_epsilon_recovers_topics(corpus_p, mechanism, whitening):
+    # Five seeds measured L1 at ε = 50 against 0.016 non-private (clipping at
+    # the 0.9 quantile costs a little bias): whitened / power mechanism
+    # 0.019–0.022 / 0.017–0.023 with the dense whitening (the default here),
+    # 0.016–0.018 / 0.019–0.022 with the power-method whitening.
     # Tolerance: 2× the non-private error.
     base = api.fit_lda(corpus_p.counts, 5, backend="local", seed=0, progress=False, coherence=False)
     m = api.fit_lda(corpus_p.counts, 5, backend="local", epsilon=50, delta=1e-6, seed=1, reproducible=True,
-                    progress=False, mechanism=mechanism)
+                    progress=False, mechanism=mechanism, whitening=whitening)
     err = lda.matched_l1(m.topic_word, corpus_p.topic_word)[0]
     assert err <= 2 * lda.matched_l1(base.topic_word, corpus_p.topic_word)[0]
     pv = m.info["privacy"]
     assert not pv["private"] and pv["guarantee"].startswith("none")
+    # 200 words: the default whitening releases the dense second moment once; "power" takes eig_iters + 1 products.
+    m2 = next(r for r in pv["ledger"] if r["stage"] == "m2_whitening")
+    dense = whitening is None
+    assert m.info["corpus"]["whitening"] == ("dense" if dense else "power method, 7 products")
+    assert m2["count"] == (1 if dense else 7) and ("Analyze Gauss" in m2["note"]) == dense
 
 
 def test_tensor_clip_keeps_alpha_near_the_truth():
     """C3 clips the short single-topic documents that carry the tensor's signal, most of all a rare topic's;
     its eigenvalues shrink and α = f(1/λ²) grows. Skewed α, 30-token documents, ε = 50 (noise negligible),
-    5 seeds measured mean |log(α̂_i/α_i)| (matched topics): 0.147–0.159 at the default C3 quantile 0.99,
-    0.342–0.351 at the former 0.9 (non-private: 0.020). The bound 0.2 sits above the default's spread and far
+    5 seeds measured mean |log(α̂_i/α_i)| (matched topics): 0.135–0.151 at the default C3 quantile 0.99
+    (0.147–0.159 with the power-method whitening), 0.342–0.351 at the former 0.9 (non-private: 0.020). The bound 0.2 sits above the default's spread and far
     below the former value."""
     from scipy.optimize import linear_sum_assignment
 
@@ -644,8 +696,9 @@ def test_tensor_clip_keeps_alpha_near_the_truth():
 
 
 def test_working_vocabulary_fit(corpus_p):
-    # 20 seeds measured L1 0.0175–0.026 (median 0.019) with the spectral stage on the 100 most frequent
-    # of 200 words, the tail release and one unmixing pass on all (0.016 non-private on all 200; without
+    # 20 seeds measured L1 0.0167–0.0259 (median 0.020) with the spectral stage on the 100 most frequent
+    # of 200 words (dense whitening), the tail release and one unmixing pass on all (0.016 non-private on
+    # all 200; with the power-method whitening 0.0175–0.026, median 0.019; without
     # the pass's word scales: 0.020–0.029, median 0.024; with the unmixing weights also clipped at 1
     # instead of scaling every document to C: 0.017–0.036, median 0.025). Tolerance: 2.1× the
     # non-private error (0.034), above the largest of the 20 by 30%.
@@ -740,7 +793,7 @@ def test_cli_private_fit(tmp_path, capsys, monkeypatch):
     assert main(["make-corpus", str(tmp_path / "c"), "--docs", "5000", "--vocab-size", "150", "--topics", "3",
                  "--seed", "1"]) == 0
     assert main(["fit-lda", str(tmp_path / "c"), "--k", "3", "--out", str(tmp_path / "m"), "--local",
-                 "--epsilon", "4", "--delta", "1e-6", "--no-progress", "--unmix", "2"]) == 0
+                 "--epsilon", "4", "--delta", "1e-6", "--no-progress", "--unmix", "2", "--whitening", "dense"]) == 0
     assert "privacy: private; epsilon = 4" in capsys.readouterr().out
     info = json.loads((tmp_path / "m" / "model.json").read_text())
     pv = info["privacy"]
@@ -748,6 +801,7 @@ def test_cli_private_fit(tmp_path, capsys, monkeypatch):
     assert info["parameters"]["unmix"] == 2 and "2 private one-hot unmixing passes" in info["method"]
     unmix = [r for r in pv["ledger"] if r["stage"] == "unmix_sstats"]
     assert len(unmix) == 1 and unmix[0]["count"] == 2
+    assert info["corpus"]["whitening"] == "dense"
 
 
 def test_vocabulary_built_from_private_text_is_reported(tmp_path, fixed_entropy):

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import argparse
 
+from distdp.privacy.lda_private import DENSE_WHITENING_MAX_WORDS
+
 
 def register(sub) -> None:
     """Add the ``fit-lda`` sub-command."""
@@ -61,6 +63,9 @@ def register(sub) -> None:
     d.add_argument("--working-vocab", type=int,
                    help="run the private spectral stage on this many most frequent words (noisy); the "
                         "refinement covers every word (default min(d, 100k) with a refinement, else d)")
+    d.add_argument("--whitening", choices=["auto", "dense", "power"],
+                   help="private whitening: one noisy dense second moment of the working vocabulary, or the "
+                        f"noisy power method (never d×d); default auto: dense up to {DENSE_WHITENING_MAX_WORDS} words")
     d.add_argument("--reproducible", action="store_true",
                    help="allow --seed in private mode: the result is then reported as NOT private")
     d.add_argument("--public-corpus", help="corpus declared public on which a private fit's coherence is measured")
@@ -99,7 +104,7 @@ def run(args) -> int:
                     epsilon=args.epsilon, delta=args.delta, mechanism=args.mechanism,
                     refine_budget=args.refine_budget, length_cap=args.length_cap, reproducible=args.reproducible,
                     public_corpus=args.public_corpus, working_vocab=args.working_vocab, unmix=args.unmix,
-                    declared_bounds=args.declared_bounds)
+                    declared_bounds=args.declared_bounds, whitening=args.whitening)
     print(model.format_top_words(), end="")
     t = model.info["timings_s"]
     used = model.info["corpus"].get("n_docs_used", model.info["corpus"].get("n_docs"))
