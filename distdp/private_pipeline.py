@@ -179,9 +179,8 @@ def _spectral_remedy(d: int, k: int) -> str:
             f"words carry most of the signal) or, with a refinement, a smaller --refine-budget.")
 
 
-def _whitening_products(backend, d, p, coef, n_hat, m1, m1_var, c2, config, noise, rng, st):
-    """Noisy subspace iteration on ``M2``: (eigenvalues, eigenvectors in the basis Q, Q, E2 in Q, noise σ)."""
-    sens = math.sqrt(2.0) * c2
+def _whitening_products(backend, d, p, coef, n_hat, m1, m1_var, c2, sens, config, noise, rng, st):
+    """Noisy subspace iteration on ``M2``: (eigenvalues, eigenvectors in the basis Q, Q, E2 in Q)."""
     Q = _orthonormal(rng, d, p)
     for i in range(config.eig_iters + 1):
         e2q = noise.add("m2_whitening", _sum(backend.call("private_m2_product", backend.broadcast(Q), c2)), sens,
@@ -193,33 +192,38 @@ def _whitening_products(backend, d, p, coef, n_hat, m1, m1_var, c2, config, nois
     B = Q.T @ m2q
     vals, vecs = np.linalg.eigh(0.5 * (B + B.T))
     E = 0.5 * (Q.T @ e2q + (Q.T @ e2q).T)
-    return vals, vecs, Q, E, noise.sigma("m2_whitening", sens) / n_hat
+    return vals, vecs, Q, E
 
 
-def _whitening_dense(backend, d, coef, n_hat, m1, m1_var, c2, noise, st):
-    """One noisy dense ``Σ g_n m2_n`` (Analyze Gauss): (eigenvalues, eigenvectors, None, E2, noise σ)."""
-    sens = math.sqrt(2.0) * c2
+def _whitening_dense(backend, d, coef, n_hat, m1, m1_var, c2, sens, noise, st):
+    """One noisy dense ``Σ g_n m2_n`` (Analyze Gauss): (eigenvalues, eigenvectors, None, E2).
+
+    The ``a2·v·I`` of ``M2`` shifts every eigenvalue by ``a2·v`` and leaves the
+    eigenvectors: added to the eigenvalues, not as a d×d identity.
+    """
     e2 = noise.add("m2_whitening", _sum(backend.call("private_m2_dense", c2)), sens, symmetric2=True,
                    note=f"Σ g_n m2_n, dense {d}×{d}, symmetric noise on the unique entries, clipped in their norm "
                         "(Analyze Gauss, Dwork et al. 2014)") / n_hat
-    vals, vecs = np.linalg.eigh(e2 - coef.a2 * np.outer(m1, m1) + coef.a2 * m1_var * np.eye(d))
+    vals, vecs = np.linalg.eigh(e2 - coef.a2 * np.outer(m1, m1))
     st.step("whitening", 1, 1)
-    return vals, vecs, None, e2, noise.sigma("m2_whitening", sens) / n_hat
+    return vals + coef.a2 * m1_var, vecs, None, e2
 
 
 def _private_whitening(backend, d, k, p, coef, n_hat, m1, m1_var, c2, config, noise, rng, st):
     """Private whitening of ``M2 = E2 − a2 M̂1M̂1ᵀ + a2 v I`` (dense or products); returns (Whitening, E2(W,W))."""
+    sens = math.sqrt(2.0) * c2
     if config.dense_whitening:
-        vals, vecs, Q, E, sigma = _whitening_dense(backend, d, coef, n_hat, m1, m1_var, c2, noise, st)
+        vals, vecs, Q, E = _whitening_dense(backend, d, coef, n_hat, m1, m1_var, c2, sens, noise, st)
     else:
-        vals, vecs, Q, E, sigma = _whitening_products(backend, d, p, coef, n_hat, m1, m1_var, c2, config, noise,
-                                                      rng, st)
+        vals, vecs, Q, E = _whitening_products(backend, d, p, coef, n_hat, m1, m1_var, c2, sens, config, noise, rng,
+                                               st)
     try:
         wh = whitening.top_k_from_symmetric(vals, vecs if Q is None else Q @ vecs, k)
     except ValueError as err:
         raise BudgetNotMetError(f"the privacy budget cannot be met: the noisy second moment does not support "
                                 f"k={k} topics ({err}). {_spectral_remedy(d, k)}") from None
-    noise_level = lda_private.whitening_noise_level(sigma, d, 0 if Q is None else p, coef.a2 * m1_var)
+    noise_level = lda_private.whitening_noise_level(noise.sigma("m2_whitening", sens) / n_hat, d,
+                                                    0 if Q is None else p, coef.a2 * m1_var)
     if wh.eigenvalues[-1] <= noise_level:
         raise BudgetNotMetError(
             f"the privacy budget cannot be met: the k-th eigenvalue of the noisy second moment, "

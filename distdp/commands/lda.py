@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from distdp.privacy.lda_private import DENSE_WHITENING_MAX_WORDS
+from distdp.privacy.lda_private import DENSE_WHITENING_MAX_WORDS, WHITENING_FORMS
 
 
 def register(sub) -> None:
@@ -63,7 +63,7 @@ def register(sub) -> None:
     d.add_argument("--working-vocab", type=int,
                    help="run the private spectral stage on this many most frequent words (noisy); the "
                         "refinement covers every word (default min(d, 100k) with a refinement, else d)")
-    d.add_argument("--whitening", choices=["auto", "dense", "power"],
+    d.add_argument("--whitening", choices=WHITENING_FORMS,
                    help="private whitening: one noisy dense second moment of the working vocabulary, or the "
                         f"noisy power method (never d×d); default auto: dense up to {DENSE_WHITENING_MAX_WORDS} words")
     d.add_argument("--reproducible", action="store_true",

@@ -289,13 +289,13 @@ def doc_norms(counts: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray, np.ndarray
     """
     w1, w2, _ = moments.doc_weights(moments.doc_lengths(counts))
     c = counts.copy()
-    sums = {}
-    for power in (2, 3):
-        c.data = counts.data ** power
-        sums[power] = np.asarray(c.sum(axis=1)).ravel()
-    c.data = (counts.data ** 2 - counts.data) ** 2
-    diag_sq = np.asarray(c.sum(axis=1)).ravel()
-    s2, s3 = sums[2], sums[3]
+
+    def row_sums(data: np.ndarray) -> np.ndarray:
+        c.data = data
+        return np.asarray(c.sum(axis=1)).ravel()
+
+    x = counts.data
+    s2, s3, diag_sq = row_sums(x ** 2), row_sums(x ** 3), row_sums((x ** 2 - x) ** 2)
     frob_sq = np.maximum(s2 * s2 - 2.0 * s3 + s2, 0.0)
     return w1 * np.sqrt(s2), w2 * np.sqrt(frob_sq), w2 * np.sqrt(0.5 * (frob_sq + diag_sq))
 
