@@ -9,8 +9,9 @@ the multiplier of a single Gaussian release that is (ε = 1, δ = 1e-6)-DP.
 The noisy statistics are thresholded at 0 / 2σ / 3σ and scored by matched
 topic L1. No private fit can do better at that budget with one EM release.
 
-The same for the one-hot unmixing pass (the private default's last release,
-:func:`distdp.privacy.lda_private.hard_unmix_statistics`): θ̂_n from the true
+The same for the one-hot unmixing pass (the private default's last release
+when this was recorded; :func:`distdp.privacy.lda_private.unmix_pass_statistics`
+with ``sharpen = np.inf``; the default now weights by θ̂², see there): θ̂_n from the true
 topics, each document scaled to ``‖w x‖₂ = C``, ``Q`` released at the same
 multipliers and ``G`` left exact (its noise is negligible at N = 10⁶), solved
 and thresholded as the pipeline does. The private default splits the budget
@@ -109,7 +110,8 @@ def main() -> None:
                    "frequencies": lda_private.word_scales(np.tile(freq, (K, 1)), freq),
                    "topics+frequencies": lda_private.word_scales(c.topic_word, freq)}   # as the pass does
     for name, S in variants.items():
-        Q, G = Shard(counts).unmix_statistics(c.topic_word, c.alpha, norm_cap, 100, 1e-3, S)  # θ̂_n: true topics
+        Q, G = Shard(counts).unmix_statistics(c.topic_word, c.alpha, norm_cap, 100, 1e-3, S,  # θ̂_n: true topics
+                                              False, np.inf)                   # one-hot, as recorded
         rows.append({"release": "unmix", "word_scales": name, "multiplier": None, "threshold": None,
                      "l1": lda.matched_l1(lda_private.unmix_topics(Q, G, 0.0, 0.0, symmetric=False, scales=S),
                                           c.topic_word)[0], "what": "non-private unmixing pass from the truth"})

@@ -1,7 +1,8 @@
 """What the private default's last release can still gain at ε = 1, N = 10⁶: alternatives to it, measured.
 
 On the ``lda_privacy_utility`` corpus (d = 5,000, k = 10, N = 10⁶, run 0),
-the unmixing pass (:func:`distdp.privacy.lda_private.hard_unmix_statistics`,
+the unmixing pass with one-hot weights, the default when this was recorded
+(:func:`distdp.privacy.lda_private.unmix_pass_statistics` with ``sharpen = np.inf``,
 word scales from the truth) is computed from the *true* topics and released
 with the noise the private default gives it at ε = 1 (multiplier
 ``PASS_SCALE``·m, m that of one (ε = 1, δ = 1e-6) Gaussian release; ``G``
@@ -18,7 +19,8 @@ the non-private spectral fit's 0.017):
    / 0.8), which makes ``G`` closer to diagonal but carries less signal;
 2. one noise-free E-step from that pass's output, as is and mixed with the
    frequencies (weight γ): what private EM after the pass would inherit;
-3. the whole private pipeline at ε = 1 (noise seed 10), the default (tail
+3. the whole private pipeline at ε = 1 (noise seed 10; the default of the
+   day, so a rerun now weights the pass by θ̂²), the default (tail
    release, then the pass) and the pass alone from the spectral topics (no
    tail release; the pass takes its budget).
 
@@ -107,7 +109,8 @@ def purity_rows(counts, theta, S, norm_cap, sigma, noise, truth) -> list:
     """Part 1, purity: the pass with each document's term times ``h(max θ̂_n) ≤ 1`` (same sensitivities)."""
     rows_, tmax = theta.argmax(axis=1), theta.max(axis=1)
     lengths = moments.doc_lengths(counts)
-    w = lda_private.unmix_weights(lda_private._scaled_norms(counts, rows_, S), lengths, norm_cap,
+    scaled = np.sqrt(np.asarray(counts.multiply(counts) @ (S ** 2).T)[np.arange(theta.shape[0]), rows_])
+    w = lda_private.unmix_weights(scaled, lengths, norm_cap,                    # ‖x_n∘s_(argmax θ̂_n)‖₂
                                   np.linalg.norm(theta, axis=1), np.ones(theta.shape[0]))
     e = np.zeros_like(theta)
     e[np.arange(theta.shape[0]), rows_] = 1.0
@@ -152,7 +155,7 @@ def main() -> None:
     fbar = np.asarray((sp.diags(1.0 / lengths) @ counts).sum(axis=0)).ravel() / N  # what the scan releases, / N
     freq = np.asarray(counts.sum(axis=0)).ravel()
     S = lda_private.word_scales(c.topic_word, freq)
-    Q, G = Shard(counts).unmix_statistics(c.topic_word, c.alpha, norm_cap, 100, 1e-3, S)
+    Q, G = Shard(counts).unmix_statistics(c.topic_word, c.alpha, norm_cap, 100, 1e-3, S, False, np.inf)  # one-hot
     m = accounting.calibrate_gaussian_multiplier(EPSILON, DELTA, 1)
     sigma = PASS_SCALE * m * lda_private.tail_sensitivities(norm_cap)[0]
     rng = np.random.default_rng(5)

@@ -209,7 +209,7 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
         EM then cover every word. Default ``min(d, 100·k)`` with a refinement
         (unmixing or EM), else ``d``.
     unmix : int, optional
-        Private fits with a scalable mechanism (LDA or single-topic): one-hot
+        Private fits with a scalable mechanism (LDA or single-topic):
         unmixing passes on every word after the spectral stage (and tail release)
         (:func:`distdp.private_pipeline.unmix_private`). Default 1 when
         ``refine`` is not given, else 0.

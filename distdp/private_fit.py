@@ -28,7 +28,7 @@ DENSE = ("config1", "config1-paper", "config2", "config3", "config4", "agn", "av
 MECHANISMS = ("auto",) + SCALABLE + DENSE
 
 #: Private defaults (benchmarks/lda_privacy_utility.py, benchmarks/refine_privacy.py). The refinement
-#: (everything after the spectral stage) is DEFAULT_UNMIX one-hot unmixing passes unless EM iterations are
+#: (everything after the spectral stage) is DEFAULT_UNMIX unmixing passes unless EM iterations are
 #: asked for. Its fraction of the budget: DEFAULT_REFINE_BUDGET_TAIL after a working vocabulary smaller than
 #: the vocabulary, else DEFAULT_REFINE_BUDGET. Of it the tail release takes TAIL_SHARE_UNMIX when unmixing
 #: passes follow, TAIL_SHARE when EM alone does (its Gram matrix TAIL_GRAM_SHARE of that); the unmixing
@@ -271,7 +271,7 @@ def _method(mech: str, r: private_pipeline.Refinement | None, d: int) -> str:
     return (f"private spectral ({mech})"
             + (f" on the {r.working_vocab} most frequent words (noisy)" if r.working_vocab < d else "")
             + (" + private tail release (topics of the other words)" if r.tail else "")
-            + (f" + {_plural(r.unmix, 'private one-hot unmixing pass')} on every word" if r.unmix else "")
+            + (f" + {_plural(r.unmix, 'private unmixing pass')} on every word" if r.unmix else "")
             + (f" + {_plural(r.refine, 'private variational EM iteration')} on every word" if r.refine else ""))
 
 

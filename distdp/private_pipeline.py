@@ -479,37 +479,39 @@ def unmix_private(backend: Backend, topic_word: np.ndarray, alpha: np.ndarray, s
                   passes: int, threshold: float = EM_THRESHOLD, max_inner: int = 100, tol: float = 1e-3,
                   progress: Callable | None = None, scale_power: float = lda_private.WORD_SCALE_POWER,
                   single_topic: bool = False) -> np.ndarray:
-    """``passes`` one-hot unmixing releases on every word (``unmix_gram``, ``unmix_sstats``), each from the last.
+    """``passes`` unmixing releases on every word (``unmix_gram``, ``unmix_sstats``), each from the last.
 
     Each pass estimates every document's mixture ``θ̂_n`` on all its words
-    under the current topics; with ``e_n`` the one-hot of ``argmax θ̂_n`` the
-    coordinator releases ``G = Σ w_n l_n e_n θ̂_nᵀ`` (all k² entries) and
-    ``Q = Σ w_n (e_n x_nᵀ)∘S`` with Gaussian noise and solves ``β̂ = G⁻¹(Q/S)``
-    (:func:`distdp.privacy.lda_private.hard_unmix_statistics`); the word
+    under the current topics; with ``g_n = θ̂_n²/‖θ̂_n²‖₂``
+    (:func:`~distdp.privacy.lda_private.pass_weights`) the coordinator
+    releases ``G = Σ w_n l_n g_n θ̂_nᵀ`` (all k² entries) and
+    ``Q = Σ w_n (g_n x_nᵀ)∘S`` with Gaussian noise and solves ``β̂ = G⁻¹(Q/S)``
+    (:func:`distdp.privacy.lda_private.unmix_pass_statistics`); the word
     scales ``S`` (:func:`~distdp.privacy.lda_private.word_scales`, power
     ``scale_power``) come from the current topics and ``scan``'s frequencies
     and ``scan.norm_cap`` is ``C``. From the tail
-    release's topics one pass leaves L1 0.036 where two private EM iterations
-    leave 0.043 (ε = 1, N = 10⁶, ``benchmarks/lda_privacy_utility.py``; both
-    scale every document to the sensitivity and their words by ``S``; 0.042
-    and 0.050 without ``S``): EM splits each word between topics by its
-    start's own ratios and keeps the zeros of its start; the solve is a
-    fresh estimate of every word's topics. ``single_topic``: ``θ̂_n`` is the
-    one-hot of the document's single-topic posterior mode (``alpha`` the
-    topic weights), so ``G`` is diagonal and ``β̂_i`` is row i of ``Q/S``
-    over ``G_ii``.
+    release's topics one pass (then with one-hot ``g_n``) left L1 0.036 where
+    two private EM iterations leave 0.043 (ε = 1, N = 10⁶,
+    ``benchmarks/lda_privacy_utility.py``; both scale every document to the
+    sensitivity and their words by ``S``; 0.042 and 0.050 without ``S``): EM
+    splits each word between topics by its start's own ratios and keeps the
+    zeros of its start; the solve is a fresh estimate of every word's topics.
+    ``single_topic``: ``θ̂_n`` is the one-hot of the document's single-topic
+    posterior mode (``alpha`` the topic weights), so ``g_n = θ̂_n``, ``G`` is
+    diagonal and ``β̂_i`` is row i of ``Q/S`` over ``G_ii``.
     """
     norm_cap = scan.norm_cap
-    rule = (f"e_n = onehot(argmax θ̂_n), θ̂_n {_MIXTURE[single_topic]} from all words, "
-            f"w_n = min({norm_cap:.4g}/‖x_n∘s_(argmax θ̂_n)‖₂, {norm_cap:.4g}²/(‖θ̂_n‖₂‖x_n‖₁)), "
+    rule = (f"g_n = θ̂_n^{lda_private.UNMIX_SHARPEN:g}/‖θ̂_n^{lda_private.UNMIX_SHARPEN:g}‖₂, "
+            f"θ̂_n {_MIXTURE[single_topic]} from all words, "
+            f"w_n = min({norm_cap:.4g}/‖(g_n x_nᵀ)∘S‖_F, {norm_cap:.4g}²/(‖θ̂_n‖₂‖x_n‖₁)), "
             f"word scales S = b^(-{scale_power:.3g}) from the current topics and the scan (word_scales)")
     for t in range(passes):
         scales = lda_private.word_scales(topic_word, scan.frequencies, scale_power)
         parts = backend.call("unmix_statistics", backend.broadcast(topic_word), alpha, float(norm_cap), max_inner,
                              tol, backend.broadcast(scales), single_topic)
         topic_word = _release_unmix(parts, "unmix", norm_cap, noise,
-                                    f"Σ_n w_n l_n e_n θ̂_nᵀ (k×k, all entries) per pass, {rule}",
-                                    f"Σ_n w_n (e_n x_nᵀ)∘S (k×d) per pass, {rule}; β̂ = G⁻¹(Q/S), entries below "
+                                    f"Σ_n w_n l_n g_n θ̂_nᵀ (k×k, all entries) per pass, {rule}",
+                                    f"Σ_n w_n (g_n x_nᵀ)∘S (k×d) per pass, {rule}; β̂ = G⁻¹(Q/S), entries below "
                                     f"{threshold:g}σ set to 0" + _DIAGONAL_NOTE[single_topic], threshold,
                                     symmetric=False, scales=scales, diagonal=single_topic, previous=topic_word)
         if progress is not None:

@@ -253,18 +253,20 @@ class Shard:
         return refine.theta_from_gamma(res.gamma)
 
     def unmix_statistics(self, topic_word: np.ndarray, alpha: np.ndarray, norm_cap: float, max_iter: int = 100,
-                         tol: float = 1e-3, scales: np.ndarray | None = None, single_topic: bool = False) -> tuple:
-        """An ``unmix`` pass's partial sums ``(Q, G)`` (:func:`distdp.privacy.lda_private.hard_unmix_statistics`).
+                         tol: float = 1e-3, scales: np.ndarray | None = None, single_topic: bool = False,
+                         sharpen: float = lda_private.UNMIX_SHARPEN) -> tuple:
+        """An ``unmix`` pass's partial sums ``(Q, G)`` (:func:`distdp.privacy.lda_private.unmix_pass_statistics`).
 
         Each document's topic mixture is the E-step's posterior mean on all
         its words under the (already released) ``topic_word``, floored at
         1e-12 so that no word rules a topic out; with ``single_topic``, the
         one-hot of its single-topic posterior mode (``alpha`` the topic
         weights). ``scales``: the pass's word scales
-        (:func:`distdp.privacy.lda_private.word_scales`).
+        (:func:`distdp.privacy.lda_private.word_scales`); ``sharpen``: the
+        power of its document weights (``np.inf``: one-hot).
         """
         theta = self._mixtures(self.counts, topic_word, alpha, max_iter, tol, single_topic)
-        return lda_private.hard_unmix_statistics(self.counts, theta, norm_cap, scales)
+        return lda_private.unmix_pass_statistics(self.counts, theta, norm_cap, scales, sharpen)
 
     def transform(self, exp_elog_beta: np.ndarray, alpha: np.ndarray, max_iter: int = 100,
                   tol: float = 1e-3) -> tuple:

@@ -184,8 +184,8 @@ def public_scales(rng, scaled):
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(corpora, st.floats(0.5, 30.0), st.booleans())
-def test_hard_unmix_sensitivity(data, cap, scaled):
+@given(corpora, st.floats(0.5, 30.0), st.booleans(), st.sampled_from([1.0, 2.0, 3.5, np.inf]))
+def test_unmix_pass_statistics_sensitivity(data, cap, scaled, sharpen):
     # The replaced document may carry any mixture θ̂ (it is a function of that document); the others keep theirs.
     a, b, rng = neighbours(data)
     rows, _, i, _ = data
@@ -193,8 +193,8 @@ def test_hard_unmix_sensitivity(data, cap, scaled):
     theta_b = theta.copy()
     theta_b[i % len(rows)] = rng.dirichlet(np.full(K, 0.3))
     S = public_scales(rng, scaled)
-    qa, ga = lda_private.hard_unmix_statistics(a.counts, theta, cap, S)
-    qb, gb = lda_private.hard_unmix_statistics(b.counts, theta_b, cap, S)
+    qa, ga = lda_private.unmix_pass_statistics(a.counts, theta, cap, S, sharpen)
+    qb, gb = lda_private.unmix_pass_statistics(b.counts, theta_b, cap, S, sharpen)
     sens_q, sens_g = lda_private.tail_sensitivities(cap)
     assert np.linalg.norm(qa - qb) <= sens_q * (1 + 1e-9)
     assert np.linalg.norm(ga - gb) <= sens_g * (1 + 1e-9)
@@ -237,7 +237,7 @@ def test_single_topic_posterior_is_the_brute_force_mode():
                       for w, topic in zip(weights, beta)]
             assert row.sum() == 1.0 and row[int(np.argmax(scores))] == 1.0
     lengths = rng.integers(5, 50, size=40).astype(float)
-    Q, G = lda_private.hard_unmix_statistics(sp.csr_matrix(lengths[:, None] * theta @ beta), theta, 4.0)
+    Q, G = lda_private.unmix_pass_statistics(sp.csr_matrix(lengths[:, None] * theta @ beta), theta, 4.0)
     assert np.count_nonzero(G - np.diag(np.diag(G))) == 0
     noisy_g = G + 1e-3 * np.abs(G).max() * rng.standard_normal(G.shape)
     # Off-diagonal noise is dropped (post-processing: G is diagonal by construction).
@@ -272,7 +272,7 @@ def test_single_topic_private_fit_takes_the_unmixing_pass(fixed_entropy):
     base = api.fit_lda(c.counts, 5, backend="local", model="stm", seed=0, progress=False, coherence=False)
     m = api.fit_lda(c.counts, 5, backend="local", model="stm", epsilon=16.0, delta=1e-6, progress=False)
     assert lda.matched_l1(m.topic_word, c.topic_word)[0] <= 1.5 * lda.matched_l1(base.topic_word, c.topic_word)[0]
-    assert "1 private one-hot unmixing pass" in m.info["method"] and m.info["parameters"]["unmix"] == 1
+    assert "1 private unmixing pass" in m.info["method"] and m.info["parameters"]["unmix"] == 1
     stages = [r["stage"] for r in m.info["privacy"]["ledger"]]
     assert {"scan", "unmix_gram", "unmix_sstats"} <= set(stages)
     assert m.info["privacy"]["epsilon"] <= 16.0 * (1 + 1e-9)
@@ -280,32 +280,56 @@ def test_single_topic_private_fit_takes_the_unmixing_pass(fixed_entropy):
     assert "single-topic posterior mode" in note and "keeps its start" in note
 
 
-def test_hard_unmix_bounds_attained_and_identity():
+def test_pass_weights():
+    # g_n = θ̂_n^p/‖θ̂_n^p‖₂, by a loop; p = ∞ is the one-hot of argmax θ̂_n; an empty row stays 0.
+    theta = np.array([[0.6, 0.3, 0.1], [0.2, 0.2, 0.6], [0.0, 0.0, 0.0]])
+    for p in (1.0, 2.0, 3.5):
+        expected = [[t ** p / math.sqrt(sum(u ** (2 * p) for u in row)) if any(row) else 0.0 for t in row]
+                    for row in theta]
+        np.testing.assert_allclose(lda_private.pass_weights(theta, p), expected, rtol=1e-12)
+    np.testing.assert_array_equal(lda_private.pass_weights(theta, np.inf), [[1, 0, 0], [0, 0, 1], [0, 0, 0]])
+    for bad in (0.0, -1.0, np.nan):
+        with pytest.raises(ValueError, match="sharpen must be > 0"):
+            lda_private.pass_weights(theta, bad)
+
+
+@pytest.mark.parametrize("sharpen", [1.0, lda_private.UNMIX_SHARPEN, np.inf])
+def test_unmix_pass_bounds_attained_and_identity(sharpen):
     # Bounds: against an empty document, a long one-word document reaches C for Q, and a long one with
-    # θ̂ one-hot (‖θ̂‖ = 1) spread over every word reaches C² for G (w·l·‖θ̂‖ = C²).
+    # θ̂ one-hot (‖θ̂‖ = 1, so g = θ̂) spread over every word reaches C² for G (w·l·‖θ̂‖ = C²).
     one = np.array([[1.0, 0.0, 0.0]])
     empty = csr([[0] * D])
-    q, _ = lda_private.hard_unmix_statistics(csr([[400, 0, 0, 0, 0, 0, 0]]), one, 3.0)
-    q0, g0 = lda_private.hard_unmix_statistics(empty, one, 3.0)
+    q, _ = lda_private.unmix_pass_statistics(csr([[400, 0, 0, 0, 0, 0, 0]]), one, 3.0, sharpen=sharpen)
+    q0, g0 = lda_private.unmix_pass_statistics(empty, one, 3.0, sharpen=sharpen)
     assert np.linalg.norm(q - q0) == pytest.approx(3.0)
-    _, g = lda_private.hard_unmix_statistics(csr([[10] * D]), one, 2.0)
+    _, g = lda_private.unmix_pass_statistics(csr([[10] * D]), one, 2.0, sharpen=sharpen)
     assert np.linalg.norm(g - g0) == pytest.approx(4.0)
-    # Identity: counts equal to their expectation l θᵀβ and θ̂ = θ give Q = Gβ, so the solve returns β.
+    # Identity: counts equal to their expectation l θᵀβ and θ̂ = θ give Q = Gβ for any weights g(θ̂), so the
+    # solve returns β; G is symmetric only for g ∝ θ̂.
     rng = np.random.default_rng(1)
     beta = rng.dirichlet(np.full(D, 0.5), size=K)
     theta = rng.dirichlet(np.full(K, 0.3), size=60)
     lengths = rng.integers(5, 50, size=60).astype(float)
-    Q, G = lda_private.hard_unmix_statistics(sp.csr_matrix(lengths[:, None] * theta @ beta), theta, 4.0)
-    assert not np.allclose(G, G.T)
+    expected = sp.csr_matrix(lengths[:, None] * theta @ beta)
+    Q, G = lda_private.unmix_pass_statistics(expected, theta, 4.0, sharpen=sharpen)
+    assert np.allclose(G, G.T) == (sharpen == 1.0)
     np.testing.assert_allclose(lda_private.unmix_topics(Q, G, 0.0, 0.0, symmetric=False), beta, atol=1e-10)
     with pytest.raises(ValueError, match="real part"):
         lda_private.unmix_topics(Q, -G, 0.0, 0.0, symmetric=False)
     # The same with word scales: Q/S = Gβ, so the scaled solve returns β too, with other weights.
     S = lda_private.word_scales(rng.dirichlet(np.full(D, 0.5), size=K), beta.mean(0))
-    Qs, Gs = lda_private.hard_unmix_statistics(sp.csr_matrix(lengths[:, None] * theta @ beta), theta, 4.0, S)
+    Qs, Gs = lda_private.unmix_pass_statistics(expected, theta, 4.0, S, sharpen)
     assert not np.allclose(Gs, G)
     np.testing.assert_allclose(lda_private.unmix_topics(Qs, Gs, 0.0, 0.0, symmetric=False, scales=S), beta,
                                atol=1e-10)
+    # The weights and norms against a loop over documents: w_n = min(C/‖(g_n x_nᵀ)∘S‖_F, C²/(l_n‖θ̂_n‖₂)).
+    g = lda_private.pass_weights(theta, sharpen)
+    X = expected.toarray()
+    w = [min(4.0 / math.sqrt(sum(gi ** 2 * float(((x * s) ** 2).sum()) for gi, s in zip(gn, S))),
+             16.0 / (x.sum() * float(np.linalg.norm(t)))) for x, gn, t in zip(X, g, theta)]
+    np.testing.assert_allclose(Qs, sum(wn * np.outer(gn, x) for wn, gn, x in zip(w, g, X)) * S, rtol=1e-10)
+    np.testing.assert_allclose(Gs, sum(wn * x.sum() * np.outer(gn, t) for wn, gn, x, t in zip(w, g, X, theta)),
+                               rtol=1e-10)
 
 
 def test_scaled_unmix_noise_level():
@@ -710,7 +734,7 @@ def test_working_vocabulary_fit(corpus_p):
     assert lda.matched_l1(m.topic_word, corpus_p.topic_word)[0] <= 2.1 * lda.matched_l1(base.topic_word,
                                                                                          corpus_p.topic_word)[0]
     assert [r["stage"] for r in m.info["privacy"]["ledger"]][0] == "scan"
-    assert "tail release" in m.info["method"] and "1 private one-hot unmixing pass " in m.info["method"]
+    assert "tail release" in m.info["method"] and "1 private unmixing pass " in m.info["method"]
     assert (m.info["parameters"]["unmix"], m.info["parameters"]["refine"]) == (1, 0)
     assert m.info["parameters"]["word_scale_power"] == pytest.approx(1 / 3)
     assert [r["stage"] for r in m.info["privacy"]["ledger"]][-4:] == ["tail_gram", "tail_sstats", "unmix_gram",
@@ -799,7 +823,7 @@ def test_cli_private_fit(tmp_path, capsys, monkeypatch):
     info = json.loads((tmp_path / "m" / "model.json").read_text())
     pv = info["privacy"]
     assert {"epsilon", "delta", "accounting", "unit", "ledger"} <= set(pv)
-    assert info["parameters"]["unmix"] == 2 and "2 private one-hot unmixing passes" in info["method"]
+    assert info["parameters"]["unmix"] == 2 and "2 private unmixing passes" in info["method"]
     unmix = [r for r in pv["ledger"] if r["stage"] == "unmix_sstats"]
     assert len(unmix) == 1 and unmix[0]["count"] == 2
     assert info["corpus"]["whitening"] == "dense"

@@ -158,6 +158,10 @@ def test_private_run_on_a_huge_tensor_is_not_rescaled_and_still_works(monkeypatc
         raise AssertionError("a private run rescaled the tensor by the data-dependent max|T|")
 
     monkeypatch.setattr(ExplicitTensor, "rescaled", refuse)
+    # The private path with its entropy pinned: from OS entropy, 1 of 200 "simultaneous" runs (4 restarts,
+    # 6 iterations) had not converged (eigenvalues 12% low), 0 of 200 "robust"; this tests overflow, not that.
+    from distdp.privacy import mechanisms
+    monkeypatch.setattr(mechanisms, "private_generator", lambda: np.random.default_rng(0))
     rng = np.random.default_rng(7)
     V = np.linalg.qr(rng.standard_normal((5, 2)))[0]
     T = forms.rank_one_sum([2e160, 1e160], V)

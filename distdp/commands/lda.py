@@ -52,7 +52,7 @@ def register(sub) -> None:
                         "≥ gap, largest ≤ sigma_1) and ‖M3‖_F ≤ m3_norm; a private test checks them and the fit "
                         "is then proven private (else config2 is the paper's unchecked claim)")
     d.add_argument("--unmix", type=int,
-                   help="one-hot unmixing passes on every word after the private spectral stage, LDA or "
+                   help="unmixing passes on every word after the private spectral stage, LDA or "
                         "--model stm (default 1 unless --refine is given, else 0)")
     d.add_argument("--refine-budget", type=float,
                    help="fraction of the budget for the refinement: the tail release (with a working "
