@@ -573,14 +573,12 @@ def unmix_pass_statistics(counts: sp.csr_matrix, theta: np.ndarray, norm_cap: fl
     counts = sp.csr_matrix(counts)
     theta = np.asarray(theta, dtype=np.float64)
     g = pass_weights(theta, sharpen)
-    sq = counts.multiply(counts).tocsr()
     if scales is None:
-        per_topic = np.broadcast_to(np.asarray(sq.sum(axis=1)), g.shape)   # ‖x_n‖₂² for every topic
-    else:
-        per_topic = np.asarray(sq @ (np.asarray(scales, dtype=np.float64) ** 2).T)   # ‖x_n∘s_i‖₂² (n×k)
+        return _unmix_sums(counts, theta, g, norm_cap, count_norms(counts))
+    per_topic = np.asarray(counts.multiply(counts) @ (np.asarray(scales, dtype=np.float64) ** 2).T)  # ‖x_n∘s_i‖₂²
     norms = np.sqrt((g * g * per_topic).sum(axis=1))        # ‖(g_n x_nᵀ)∘S‖_F, per unit ‖g_n‖₂ (1 or 0)
     Q, G = _unmix_sums(counts, theta, g, norm_cap, norms)
-    return (Q if scales is None else Q * scales), G
+    return Q * scales, G
 
 
 def tail_sensitivities(norm_cap: float) -> tuple[float, float]:
