@@ -61,7 +61,10 @@ def test_existing_out_is_refused_before_any_work(tmp_path, monkeypatch, capsys, 
 
 def test_defaults_fit_ratings_and_a_blowup_is_one_line(tmp_path, capsys, ratings):
     src = write_coo_parquet(ratings, tmp_path / "ratings.parquet")
-    rc, out, err = run(capsys, src, "--rank", 3, "--out", tmp_path / "fit")
+    # --seed fixes the split and initialisation only (every other setting is the default). Unseeded, 5 of 60
+    # runs ended in a poor local minimum (test RMSE 0.1–0.58; median 0.014), so this failed now and then;
+    # seeds 0–39 all gave 0.011–0.027.
+    rc, out, err = run(capsys, src, "--rank", 3, "--seed", 0, "--out", tmp_path / "fit")
     assert rc == 0 and "test RMSE" in out
     rep = json.loads((tmp_path / "fit" / "report.json").read_text())
     assert rep["config"]["offset_source"].startswith("mean of the training values") and 1.5 < rep["offset"] < 2.5
