@@ -113,7 +113,7 @@ def main() -> None:
         Q, G = Shard(counts).unmix_statistics(c.topic_word, c.alpha, norm_cap, 100, 1e-3, S,  # θ̂_n: true topics
                                               False, np.inf)                   # one-hot, as recorded
         rows.append({"release": "unmix", "word_scales": name, "multiplier": None, "threshold": None,
-                     "l1": lda.matched_l1(lda_private.unmix_topics(Q, G, 0.0, 0.0, symmetric=False, scales=S),
+                     "l1": lda.matched_l1(lda_private.unmix_topics(Q, G, 0.0, 0.0, symmetric=False, scales=S).topic_word,
                                           c.topic_word)[0], "what": "non-private unmixing pass from the truth"})
         for scale in SCALES + (PASS_SCALE,):
             sigma = scale * m * sens_q
@@ -122,7 +122,8 @@ def main() -> None:
                 rows.append({"release": "unmix", "word_scales": name, "multiplier": scale * m,
                              "multiplier_over_eps1": scale, "threshold": thr,
                              "l1": lda.matched_l1(lda_private.unmix_topics(noisy, G, sigma, thr, symmetric=False,
-                                                                           scales=S), c.topic_word)[0]})
+                                                                           scales=S).topic_word,
+                                                  c.topic_word)[0]})
                 print(rows[-1], flush=True)
     start, _ = default_fit(be, D, K, "whitened+unmix", EPSILON, "tight", 10)   # the utility benchmark's fit
     stats = em_statistics(counts, start, c.alpha, norm_cap)

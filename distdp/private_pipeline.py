@@ -411,7 +411,7 @@ def refine_em_private(backend: Backend, topic_word: np.ndarray, alpha: np.ndarra
 
 def _release_unmix(parts: list, stage: str, norm_cap: float, noise: _Noise, gram_note: str, q_note: str,
                    threshold: float, symmetric: bool, scales: np.ndarray | None = None,
-                   diagonal: bool = False, previous: np.ndarray | None = None) -> np.ndarray:
+                   diagonal: bool = False, previous: np.ndarray | None = None) -> lda_private.UnmixedTopics:
     """Noisy ``G`` (``<stage>_gram``) and ``Q`` (``<stage>_sstats``) from the shards' ``(Q, G)``, solved for the topics.
 
     A symmetric ``G`` is released on its unique entries; the sensitivities
@@ -443,7 +443,7 @@ _DIAGONAL_NOTE = {False: "", True: "; G diagonal by construction (its noisy off-
 
 def unmix_tail_private(view: ColumnBackend, topic_word: np.ndarray, alpha: np.ndarray,
                        norm_cap: float, noise: _Noise, threshold: float = EM_THRESHOLD, max_inner: int = 100,
-                       tol: float = 1e-3, single_topic: bool = False) -> np.ndarray:
+                       tol: float = 1e-3, single_topic: bool = False) -> lda_private.UnmixedTopics:
     """Topics on every word from the fit on ``view``'s working vocabulary (``tail_gram``, ``tail_sstats``).
 
     Each document's mixture ``θ̂_n`` is estimated on its working words alone;
@@ -475,14 +475,17 @@ def unmix_tail_private(view: ColumnBackend, topic_word: np.ndarray, alpha: np.nd
                           previous=previous)
 
 
-def unmix_private(backend: Backend, topic_word: np.ndarray, alpha: np.ndarray, scan: Scan, noise: _Noise,
+def unmix_private(backend: Backend, start: lda_private.UnmixedTopics, alpha: np.ndarray, scan: Scan, noise: _Noise,
                   passes: int, threshold: float = EM_THRESHOLD, max_inner: int = 100, tol: float = 1e-3,
                   progress: Callable | None = None, scale_power: float = lda_private.WORD_SCALE_POWER,
                   single_topic: bool = False) -> np.ndarray:
     """``passes`` unmixing releases on every word (``unmix_gram``, ``unmix_sstats``), each from the last.
 
     Each pass estimates every document's mixture ``θ̂_n`` on all its words
-    under the current topics; with ``g_n = θ̂_n²/‖θ̂_n²‖₂``
+    under the current topics (``start``'s, then the last pass's), every
+    entry their solve set to 0 raised to
+    :data:`~distdp.privacy.lda_private.MIXTURE_FLOOR` of its noise deviation
+    (:func:`~distdp.privacy.lda_private.mixture_topics`); with ``g_n = θ̂_n²/‖θ̂_n²‖₂``
     (:func:`~distdp.privacy.lda_private.pass_weights`) the coordinator
     releases ``G = Σ w_n l_n g_n θ̂_nᵀ`` (all k² entries) and
     ``Q = Σ w_n (g_n x_nᵀ)∘S`` with Gaussian noise and solves ``β̂ = G⁻¹(Q/S)``
@@ -501,22 +504,26 @@ def unmix_private(backend: Backend, topic_word: np.ndarray, alpha: np.ndarray, s
     diagonal and ``β̂_i`` is row i of ``Q/S`` over ``G_ii``.
     """
     norm_cap = scan.norm_cap
+    floor_note = (f" under the current topics with each zeroed entry at {lda_private.MIXTURE_FLOOR:g} of its noise "
+                  f"deviation (mixture_topics)")
     rule = (f"g_n = θ̂_n^{lda_private.UNMIX_SHARPEN:g}/‖θ̂_n^{lda_private.UNMIX_SHARPEN:g}‖₂, "
-            f"θ̂_n {_MIXTURE[single_topic]} from all words, "
+            f"θ̂_n {_MIXTURE[single_topic]} from all words{'' if single_topic else floor_note}, "
             f"w_n = min({norm_cap:.4g}/‖(g_n x_nᵀ)∘S‖_F, {norm_cap:.4g}²/(‖θ̂_n‖₂‖x_n‖₁)), "
             f"word scales S = b^(-{scale_power:.3g}) from the current topics and the scan (word_scales)")
     for t in range(passes):
+        topic_word = start.topic_word
         scales = lda_private.word_scales(topic_word, scan.frequencies, scale_power)
-        parts = backend.call("unmix_statistics", backend.broadcast(topic_word), alpha, float(norm_cap), max_inner,
+        mix = topic_word if single_topic else lda_private.mixture_topics(start, lda_private.MIXTURE_FLOOR)
+        parts = backend.call("unmix_statistics", backend.broadcast(mix), alpha, float(norm_cap), max_inner,
                              tol, backend.broadcast(scales), single_topic)
-        topic_word = _release_unmix(parts, "unmix", norm_cap, noise,
-                                    f"Σ_n w_n l_n g_n θ̂_nᵀ (k×k, all entries) per pass, {rule}",
-                                    f"Σ_n w_n (g_n x_nᵀ)∘S (k×d) per pass, {rule}; β̂ = G⁻¹(Q/S), entries below "
-                                    f"{threshold:g}σ set to 0" + _DIAGONAL_NOTE[single_topic], threshold,
-                                    symmetric=False, scales=scales, diagonal=single_topic, previous=topic_word)
+        start = _release_unmix(parts, "unmix", norm_cap, noise,
+                               f"Σ_n w_n l_n g_n θ̂_nᵀ (k×k, all entries) per pass, {rule}",
+                               f"Σ_n w_n (g_n x_nᵀ)∘S (k×d) per pass, {rule}; β̂ = G⁻¹(Q/S), entries below "
+                               f"{threshold:g}σ set to 0" + _DIAGONAL_NOTE[single_topic], threshold,
+                               symmetric=False, scales=scales, diagonal=single_topic, previous=topic_word)
         if progress is not None:
             progress("unmix", t + 1, passes)
-    return topic_word
+    return start.topic_word
 
 
 @dataclass
@@ -633,12 +640,14 @@ def fit_lda_private_scalable(backend: Backend, vocab_size: int, params: Spectral
         return PrivateLDA(topic_word, ps.result.alpha, ps, columns, scan, None)
     single = params.model == "stm"
     if r.tail:
-        topic_word = unmix_tail_private(view, ps.result.topic_word, ps.result.alpha, scan.norm_cap, noise,
-                                        single_topic=single)
+        start = unmix_tail_private(view, ps.result.topic_word, ps.result.alpha, scan.norm_cap, noise,
+                                   single_topic=single)
     else:
-        topic_word = lda_private.embed_topics(ps.result.topic_word, columns, scan.frequencies, d)
+        embedded = lda_private.embed_topics(ps.result.topic_word, columns, scan.frequencies, d)
+        start = lda_private.UnmixedTopics(embedded)
+    topic_word = start.topic_word
     if r.unmix:
-        topic_word = unmix_private(backend, topic_word, ps.result.alpha, scan, noise, r.unmix, progress=progress,
+        topic_word = unmix_private(backend, start, ps.result.alpha, scan, noise, r.unmix, progress=progress,
                                    single_topic=single)
     if not r.refine:
         return PrivateLDA(topic_word, ps.result.alpha, ps, columns, scan, None)

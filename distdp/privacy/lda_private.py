@@ -78,6 +78,7 @@ __all__ = [
     "SCAN_SENSITIVITY", "WORD_SCALE_POWER",
     "count_norms", "working_columns", "embed_topics", "threshold_noisy", "unmix_weights", "tail_statistics",
     "tail_sensitivities", "UNMIX_SHARPEN", "pass_weights", "unmix_pass_statistics", "unmix_topics", "word_scales",
+    "UnmixedTopics", "MIXTURE_FLOOR", "mixture_topics", "unmix_diagonal",
 ]
 
 #: Release stages of the spectral fit, in order, and their default share of the Gaussian budget (μ²).
@@ -594,9 +595,61 @@ def tail_sensitivities(norm_cap: float) -> tuple[float, float]:
     return math.sqrt(2.0) * c, math.sqrt(2.0) * c * c
 
 
+@dataclass(frozen=True)
+class UnmixedTopics:
+    """Topics solved from a noisy unmixing release, with each entry's noise deviation on the same scale.
+
+    Attributes
+    ----------
+    topic_word : ndarray (k, d)
+        Rows normalised; entries below the threshold set to 0.
+    deviation : ndarray (k, d) or None
+        Standard deviation of the noise in each entry of ``topic_word`` before
+        thresholding, divided by its row's normaliser; 0 on a row kept from
+        the release's start; ``None`` for topics not solved from a release
+        (a spectral start).
+    """
+
+    topic_word: np.ndarray
+    deviation: np.ndarray | None = None
+
+
+#: What an unmixing pass's E-step puts on an entry its start's solve set to 0, in noise deviations of that entry.
+MIXTURE_FLOOR = 0.2
+
+
+def mixture_topics(start: UnmixedTopics, floor: float = MIXTURE_FLOOR) -> np.ndarray:
+    """The topics an unmixing pass estimates each document's ``θ̂_n`` under: ``start``'s, with every entry
+    its solve set to 0 raised to ``floor`` times that entry's noise deviation, rows normalised (post-processing).
+
+    Why: the solve zeroes every entry below 2 noise deviations, so a word
+    whose true weight in a topic is small but not negligible sits at 0
+    there, and the E-step (responsibilities ``∝ θ_i β_iv``) can give its
+    tokens only to topics that kept it, pulling ``θ̂_n`` toward them. A zeroed
+    entry's true value lies somewhere below about 2 deviations, mostly near
+    0 for sparse topics; ``floor`` = 0.2 puts it at a fifth of one. On the
+    ``lda_privacy_utility`` corpus (d = 5,000, k = 10) the private default's
+    L1 went from 0.138–0.140 / 0.084–0.085 / 0.060 to 0.129–0.130 /
+    0.080–0.081 / 0.060 at ε = 2 / 4 / 8 (N = 10⁵, noise seeds 1–2) and from
+    0.0356 / 0.0357 to 0.0337 / 0.0337 at ε = 1, N = 10⁶ (seeds 1 / 2); at
+    ε = 4 on 8 other synthetic
+    corpora (N = 10⁵, d = 2,000) it improved or kept every one (by 0–9%).
+    Floors 0.1–0.35 were within 1.5% of each other at ε = 2 and 4; 0.5 and
+    1 did worse (0.084 / 0.093 at ε = 4), and 0.25 was 1% worse at ε = 8. The
+    floor scales with the noise, so it vanishes where the start is precise;
+    a uniform floor (``s/d`` mixed into every row) helped less at ε = 2 / 4
+    (0.132 / 0.082 at s = 0.05) and hurt at ε = 8 (0.065). ``floor = 0`` (or
+    ``start.deviation is None``) returns the start's topics normalised.
+    """
+    tw = np.maximum(np.asarray(start.topic_word, dtype=np.float64), 0.0)
+    if start.deviation is not None and floor > 0:
+        tw = np.where(tw > 0, tw, float(floor) * np.asarray(start.deviation, dtype=np.float64))
+    return tw / np.maximum(tw.sum(axis=1, keepdims=True), 1e-300)
+
+
 def unmix_topics(Q: np.ndarray, G: np.ndarray, sigma_q: float, threshold: float, symmetric: bool = True,
                  scales: np.ndarray | None = None, diagonal: bool = False, sigma_g: float = 0.0,
-                 previous: np.ndarray | None = None) -> np.ndarray:
+                 previous: np.ndarray | None = None) -> UnmixedTopics:
     """Topics on every word from a noisy unmixing release: ``β̂ = G⁻¹Q``, thresholded, rows normalised.
 
     With word scales ``S`` (:func:`unmix_pass_statistics`; all ones by
@@ -610,6 +663,11 @@ def unmix_topics(Q: np.ndarray, G: np.ndarray, sigma_q: float, threshold: float,
     to it, which makes the expectation diagonally dominant). ``diagonal``:
     ``G`` is diagonal by construction (one-hot ``θ̂_n``,
     :func:`single_topic_posterior`): see :func:`unmix_diagonal`.
+
+    Returns
+    -------
+    UnmixedTopics
+        The topics and each entry's deviation, both divided by the row's sum.
 
     Raises
     ------
@@ -630,16 +688,17 @@ def unmix_topics(Q: np.ndarray, G: np.ndarray, sigma_q: float, threshold: float,
             f"or too small a budget for this k")
     Ginv = np.linalg.inv(G)
     S = np.ones_like(Q) if scales is None else scales
-    B = threshold_noisy(Ginv @ (Q / S), float(sigma_q) * np.sqrt((Ginv * Ginv) @ S ** -2.0), threshold)
+    dev = float(sigma_q) * np.sqrt((Ginv * Ginv) @ S ** -2.0)
+    B = threshold_noisy(Ginv @ (Q / S), dev, threshold)
     mass = B.sum(axis=1, keepdims=True)
     if np.any(mass <= 0):
         raise BudgetNotMetError("the privacy budget cannot be met: a topic has no word above the noise in the "
                                 "unmixing release; use a larger epsilon or more documents")
-    return B / mass
+    return UnmixedTopics(B / mass, dev / mass)
 
 
 def unmix_diagonal(Q: np.ndarray, g: np.ndarray, sigma_q: float, sigma_g: float, threshold: float,
-                   scales: np.ndarray | None = None, previous: np.ndarray | None = None) -> np.ndarray:
+                   scales: np.ndarray | None = None, previous: np.ndarray | None = None) -> UnmixedTopics:
     """Topics from a noisy unmixing release whose ``G`` is diagonal by construction (single-topic ``θ̂``).
 
     Row ``i`` is ``Q_i/(S_i g_i)`` with entries below ``threshold`` of their
@@ -648,7 +707,8 @@ def unmix_diagonal(Q: np.ndarray, g: np.ndarray, sigma_q: float, sigma_g: float,
     ``g_i`` is not above ``threshold·σ_G``, or that keeps no word, received
     no documents above the noise: the start put no document there (as when
     it holds two copies of one topic), so dividing by ``g_i`` would return
-    noise. Its row is then ``previous[i]`` (the release's start), normalised.
+    noise. Its row is then ``previous[i]`` (the release's start), normalised,
+    with deviation 0.
 
     Raises
     ------
@@ -659,7 +719,8 @@ def unmix_diagonal(Q: np.ndarray, g: np.ndarray, sigma_q: float, sigma_g: float,
     S = np.ones_like(Q) if scales is None else scales
     supported = g > threshold * float(sigma_g)
     scale = np.where(supported, g, 1.0)[:, None] * S
-    B = np.where(supported[:, None], threshold_noisy(Q / scale, float(sigma_q) / scale, threshold), 0.0)
+    dev = float(sigma_q) / scale
+    B = np.where(supported[:, None], threshold_noisy(Q / scale, dev, threshold), 0.0)
     keep = B.sum(axis=1) <= 0
     if np.any(keep) and previous is not None:
         B[keep] = np.maximum(np.asarray(previous, dtype=np.float64)[keep], 0.0)
@@ -668,7 +729,7 @@ def unmix_diagonal(Q: np.ndarray, g: np.ndarray, sigma_q: float, sigma_g: float,
         raise BudgetNotMetError("the privacy budget cannot be met: a topic received no documents above the noise "
                                 "in the unmixing release and has no start to keep; use a larger epsilon or more "
                                 "documents")
-    return B / mass
+    return UnmixedTopics(B / mass, np.where(keep[:, None], 0.0, dev / mass))
 
 
 def count_norms(counts: sp.csr_matrix) -> np.ndarray:
