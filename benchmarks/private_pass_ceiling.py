@@ -55,9 +55,8 @@ def main() -> None:
     c, _ = corpus(N, D, K, 0)
     X, truth = c.counts.tocsr(), c.topic_word
     norm_cap = float(np.quantile(lda_private.count_norms(X), QUANTILE))
-    theta = Shard._mixtures(X, truth, c.alpha, 100, 1e-3, False)
     scales = lda_private.word_scales(truth, np.asarray(X.sum(axis=0)).ravel())
-    Q, G = lda_private.unmix_pass_statistics(X, theta, norm_cap, scales)
+    Q, G = Shard(X).unmix_statistics(truth, c.alpha, norm_cap, 100, 1e-3, scales)   # θ̂_n under the true topics
     m = accounting.calibrate_gaussian_multiplier(EPSILON, DELTA, 1)
     sens = lda_private.tail_sensitivities(norm_cap)[0]
 

@@ -632,8 +632,8 @@ def mixture_topics(start: UnmixedTopics, floor: float = MIXTURE_FLOOR) -> np.nda
     L1 went from 0.138–0.140 / 0.084–0.085 / 0.060 to 0.129–0.130 /
     0.080–0.081 / 0.060 at ε = 2 / 4 / 8 (N = 10⁵, noise seeds 1–2) and from
     0.0356 / 0.0357 to 0.0337 / 0.0337 at ε = 1, N = 10⁶ (seeds 1 / 2); at
-    ε = 4 on 8 other synthetic
-    corpora (N = 10⁵, d = 2,000) it improved or kept every one (by 0–9%).
+    ε = 4 on 8 other synthetic corpora (N = 10⁵, d = 2,000) it improved or
+    kept every one (by 0–9%).
     Floors 0.1–0.35 were within 1.5% of each other at ε = 2 and 4; 0.5 and
     1 did worse (0.084 / 0.093 at ε = 4), and 0.25 was 1% worse at ε = 8. The
     floor scales with the noise, so it vanishes where the start is precise;

@@ -275,13 +275,11 @@ def release_m3_l2(m3: np.ndarray, n_docs: int, epsilon: float,
 
 # --------------------------------------------------------------------------- decomposition
 
-def _whitening(m2: np.ndarray, k: int, noisy: bool = True) -> Whitening:
-    """Top-k eigenpairs of M2 (Alg. 1 steps 3–4); fail clearly if ``σ_k ≤ 0`` (with ``noisy``, as a budget not met)."""
+def _whitening(m2: np.ndarray, k: int) -> Whitening:
+    """Top-k eigenpairs of a noisy M2 (Alg. 1 steps 3–4); ``σ_k ≤ 0`` fails as a budget not met."""
     try:
         return dense_top_eigh(m2, k)
     except ValueError as err:
-        if not noisy:
-            raise
         raise BudgetNotMetError(f"cannot whiten: {err} With noise, the privacy budget is too small for this N: "
                                 "raise epsilon or N, or lower k.") from None
 
@@ -408,7 +406,7 @@ def non_private(moments, k: int, *, rng: np.random.Generator, n_restarts: int | 
         moments = stm_moments(moments)
     k = power.check_rank(k, moments.dim)
     rng = power.check_generator(rng)
-    wh = _whitening(moments.m2, k, noisy=False)
+    wh = dense_top_eigh(moments.m2, k)
     res = _decompose(whiten_tensor(moments.m3, wh.W), k, rng, n_restarts, n_iters)
     topic_word, weights = _recover(res, wh)
     return STMResult("non-private", topic_word, weights, res.eigenvalues, wh, None, math.inf, 0.0, math.inf,
