@@ -78,7 +78,7 @@ __all__ = [
     "SCAN_SENSITIVITY", "WORD_SCALE_POWER",
     "count_norms", "working_columns", "embed_topics", "threshold_noisy", "unmix_weights", "tail_statistics",
     "tail_sensitivities", "UNMIX_SHARPEN", "pass_weights", "unmix_pass_statistics", "unmix_topics", "word_scales",
-    "UnmixedTopics", "MIXTURE_FLOOR", "mixture_topics", "unmix_diagonal",
+    "UnmixedTopics", "MIXTURE_FLOOR", "mixture_topics", "unmix_diagonal", "combine_unmixed",
 ]
 
 #: Release stages of the spectral fit, in order, and their default share of the Gaussian budget (μ²).
@@ -608,10 +608,18 @@ class UnmixedTopics:
         thresholding, divided by its row's normaliser; 0 on a row kept from
         the release's start; ``None`` for topics not solved from a release
         (a spectral start).
+    solve : ndarray (k, d) or None
+        The solve before thresholding and normalising (``G⁻¹(Q/S)``); 0 on a
+        row kept from the start. ``None`` as for ``deviation``.
+    solve_deviation : ndarray (k, d) or None
+        Each entry's deviation in ``solve`` (inflated for bias after
+        :func:`combine_unmixed`); ``inf`` on a row kept from the start.
     """
 
     topic_word: np.ndarray
     deviation: np.ndarray | None = None
+    solve: np.ndarray | None = None
+    solve_deviation: np.ndarray | None = None
 
 
 #: What an unmixing pass's E-step puts on an entry its start's solve set to 0, in noise deviations of that entry.
@@ -689,12 +697,13 @@ def unmix_topics(Q: np.ndarray, G: np.ndarray, sigma_q: float, threshold: float,
     Ginv = np.linalg.inv(G)
     S = np.ones_like(Q) if scales is None else scales
     dev = float(sigma_q) * np.sqrt((Ginv * Ginv) @ S ** -2.0)
-    B = threshold_noisy(Ginv @ (Q / S), dev, threshold)
+    solve = Ginv @ (Q / S)
+    B = threshold_noisy(solve, dev, threshold)
     mass = B.sum(axis=1, keepdims=True)
     if np.any(mass <= 0):
         raise BudgetNotMetError("the privacy budget cannot be met: a topic has no word above the noise in the "
                                 "unmixing release; use a larger epsilon or more documents")
-    return UnmixedTopics(B / mass, dev / mass)
+    return UnmixedTopics(B / mass, dev / mass, solve, dev)
 
 
 def unmix_diagonal(Q: np.ndarray, g: np.ndarray, sigma_q: float, sigma_g: float, threshold: float,
@@ -729,7 +738,66 @@ def unmix_diagonal(Q: np.ndarray, g: np.ndarray, sigma_q: float, sigma_g: float,
         raise BudgetNotMetError("the privacy budget cannot be met: a topic received no documents above the noise "
                                 "in the unmixing release and has no start to keep; use a larger epsilon or more "
                                 "documents")
-    return UnmixedTopics(B / mass, np.where(keep[:, None], 0.0, dev / mass))
+    kept = keep[:, None]
+    return UnmixedTopics(B / mass, np.where(kept, 0.0, dev / mass), np.where(kept, 0.0, Q / scale),
+                         np.where(kept, np.inf, dev))
+
+
+def combine_unmixed(earlier: UnmixedTopics, later: UnmixedTopics, threshold: float) -> UnmixedTopics:
+    """Both releases' solves averaged entry by entry by precision, thresholded, rows normalised (post-processing).
+
+    Each solve estimates the topics (``E[G⁻¹(Q/S)] = β`` whatever ``θ̂``
+    weighted, :func:`tail_statistics`) with independent noise of known
+    deviations ``n_e``, ``n_l``. The earlier one (a tail release or pass
+    from a worse start) also carries a bias from its ``θ̂``, which is not
+    known, so its variance is taken as ``κ_i n_e²`` per topic, with
+    ``κ_i = max(1, (mean_v D_iv² − mean_v n_l,iv²)/mean_v n_e,iv²)``
+    from the difference ``D`` of the two solves (whose mean square is
+    ``κ n_e² + n_l²`` under that model): the bias is measured, not assumed.
+    The average is ``(y_e/(κ n_e²) + y_l/n_l²)/(1/(κ n_e²) + 1/n_l²)`` with
+    deviation ``(1/(κ n_e²) + 1/n_l²)^{-1/2}``; entries below ``threshold``
+    of that are set to 0, as in :func:`unmix_topics`. Rows kept from a
+    start (``solve_deviation`` infinite) take the other solve alone; a row
+    neither solved, or with no entry above the threshold, is ``later``'s, as
+    is everything when either has no solve (a spectral start).
+
+    Why: the private default's tail release spends ≈ 22% of the budget and
+    served only as the pass's start (``θ̂`` and word scales). Averaging its
+    solve in took the default's L1 from 0.234 / 0.129 / 0.080 / 0.060 to
+    0.205 / 0.117 / 0.076 / 0.060 at ε = 1 / 2 / 4 / 8 (``lda_privacy_utility``
+    corpus, N = 10⁵, noise seed 1) and from 0.0337 to 0.0333 at ε = 1,
+    N = 10⁶, where ``κ`` (1.2–8.8 by topic) says the tail's error is mostly
+    bias from its worse ``θ̂``. On 7 other synthetic corpora with a tail
+    release (N = 10⁵, d = 2,000, ε = 1 / 2 / 4 / 8) every fit improved or
+    kept, by 0–13%; on the single-topic model (``private_stm`` corpora) by
+    0–9%. Without ``κ`` (plain inverse-variance weights) it did worse where
+    the bias dominates: 0.0357 at N = 10⁶ and 0.062 at ε = 8, N = 10⁵.
+    """
+    if earlier.solve is None or later.solve is None:
+        return later
+    ye, ne = np.asarray(earlier.solve, dtype=np.float64), np.asarray(earlier.solve_deviation, dtype=np.float64)
+    yl, nl = np.asarray(later.solve, dtype=np.float64), np.asarray(later.solve_deviation, dtype=np.float64)
+    both = np.isfinite(ne) & np.isfinite(nl)
+    count = np.maximum(both.sum(axis=1), 1)
+
+    def row_mean(a):
+        return np.where(both, a, 0.0).sum(axis=1) / count
+
+    kappa = np.maximum((row_mean((ye - yl) ** 2) - row_mean(nl ** 2)) / np.maximum(row_mean(ne ** 2), 1e-300), 1.0)
+    pe = np.where(np.isfinite(ne), 1.0 / np.maximum(kappa[:, None] * ne ** 2, 1e-300), 0.0)
+    pl = np.where(np.isfinite(nl), 1.0 / np.maximum(nl ** 2, 1e-300), 0.0)
+    precision = pe + pl
+    solved = precision > 0
+    solve = np.where(solved, (pe * np.where(solved, ye, 0.0) + pl * np.where(solved, yl, 0.0))
+                     / np.where(solved, precision, 1.0), 0.0)
+    dev = np.where(solved, 1.0 / np.sqrt(np.where(solved, precision, 1.0)), np.inf)
+    B = threshold_noisy(solve, dev, threshold)
+    mass = B.sum(axis=1, keepdims=True)
+    own = (mass[:, 0] > 0) & solved.all(axis=1)
+    mass = np.where(own[:, None], mass, 1.0)
+    rows = own[:, None]
+    return UnmixedTopics(np.where(rows, B / mass, later.topic_word), np.where(rows, dev / mass, later.deviation),
+                         np.where(rows, solve, later.solve), np.where(rows, dev, later.solve_deviation))
 
 
 def count_norms(counts: sp.csr_matrix) -> np.ndarray:
