@@ -478,7 +478,7 @@ def unmix_tail_private(view: ColumnBackend, topic_word: np.ndarray, alpha: np.nd
 def unmix_private(backend: Backend, start: lda_private.UnmixedTopics, alpha: np.ndarray, scan: Scan, noise: _Noise,
                   passes: int, threshold: float = EM_THRESHOLD, max_inner: int = 100, tol: float = 1e-3,
                   progress: Callable | None = None, scale_power: float = lda_private.WORD_SCALE_POWER,
-                  single_topic: bool = False, combine: bool = True) -> np.ndarray:
+                  single_topic: bool = False) -> np.ndarray:
     """``passes`` unmixing releases on every word (``unmix_gram``, ``unmix_sstats``), each from the last.
 
     Each pass estimates every document's mixture ``θ̂_n`` on all its words
@@ -501,11 +501,11 @@ def unmix_private(backend: Backend, start: lda_private.UnmixedTopics, alpha: np.
     zeros of its start; the solve is a fresh estimate of every word's topics.
     ``single_topic``: ``θ̂_n`` is the one-hot of the document's single-topic
     posterior mode (``alpha`` the topic weights), so ``g_n = θ̂_n``, ``G`` is
-    diagonal and ``β̂_i`` is row i of ``Q/S`` over ``G_ii``. ``combine``: each
-    pass's solve is averaged with its start's (the tail release's, then the
-    running average) by precision, the start's variance inflated by its
-    measured bias (:func:`~distdp.privacy.lda_private.combine_unmixed`);
-    ``start`` without a solve (a spectral start) is not averaged in.
+    diagonal and ``β̂_i`` is row i of ``Q/S`` over ``G_ii``. Each pass's solve
+    is averaged with its start's (the tail release's, then the running
+    average) by precision, the start's variance inflated by its measured bias
+    (:func:`~distdp.privacy.lda_private.combine_unmixed`); a start without a
+    solve (a spectral start) is not averaged in.
     """
     norm_cap = scan.norm_cap
     floor_note = (f" under the current topics with each zeroed entry at {lda_private.MIXTURE_FLOOR:g} of its noise "
@@ -515,7 +515,7 @@ def unmix_private(backend: Backend, start: lda_private.UnmixedTopics, alpha: np.
             f"w_n = min({norm_cap:.4g}/‖(g_n x_nᵀ)∘S‖_F, {norm_cap:.4g}²/(‖θ̂_n‖₂‖x_n‖₁)), "
             f"word scales S = b^(-{scale_power:.3g}) from the current topics and the scan (word_scales)")
     combine_note = (" averaged by precision with the previous release's solve, whose variance is inflated by its "
-                    "measured bias (combine_unmixed)")
+                    "measured bias (combine_unmixed)") if start.solve is not None or passes > 1 else ""
     for t in range(passes):
         topic_word = start.topic_word
         scales = lda_private.word_scales(topic_word, scan.frequencies, scale_power)
@@ -525,10 +525,10 @@ def unmix_private(backend: Backend, start: lda_private.UnmixedTopics, alpha: np.
         solved = _release_unmix(parts, "unmix", norm_cap, noise,
                                 f"Σ_n w_n l_n g_n θ̂_nᵀ (k×k, all entries) per pass, {rule}",
                                 f"Σ_n w_n (g_n x_nᵀ)∘S (k×d) per pass, {rule}; β̂ = G⁻¹(Q/S)"
-                                + (combine_note if combine else "") + f", entries below {threshold:g}σ set to 0"
+                                + combine_note + f", entries below {threshold:g}σ set to 0"
                                 + _DIAGONAL_NOTE[single_topic], threshold,
                                 symmetric=False, scales=scales, diagonal=single_topic, previous=topic_word)
-        start = lda_private.combine_unmixed(start, solved, threshold) if combine else solved
+        start = lda_private.combine_unmixed(start, solved, threshold)
         if progress is not None:
             progress("unmix", t + 1, passes)
     return start.topic_word
