@@ -109,7 +109,7 @@ def purity_rows(counts, theta, S, norm_cap, sigma, noise, truth) -> list:
     """Part 1, purity: the pass with each document's term times ``h(max θ̂_n) ≤ 1`` (same sensitivities)."""
     e, tmax = lda_private.pass_weights(theta, np.inf), theta.max(axis=1)       # the one-hot pass's weights
     lengths = moments.doc_lengths(counts)
-    scaled = np.sqrt((e * np.asarray(counts.multiply(counts) @ (S ** 2).T)).sum(axis=1))   # ‖x_n∘s_(argmax θ̂_n)‖₂
+    scaled = lda_private.pass_norms(counts, e, S)                                  # ‖x_n∘s_(argmax θ̂_n)‖₂
     w = lda_private.unmix_weights(scaled, lengths, norm_cap, np.linalg.norm(theta, axis=1), np.ones(theta.shape[0]))
     out = []
     for name, h in [("max θ̂", tmax), ("(max θ̂)²", tmax ** 2)] + [(f"max θ̂ > {t:g}", (tmax > t) * 1.0)

@@ -274,9 +274,11 @@ def test_mixture_topics_floors_only_the_zeroed_entries():
     # deviations (a spectral start) or with floor 0 the topics come back normalised and otherwise unchanged.
     topics = np.array([[0.5, 0.0, 0.5], [0.0, 1.0, 0.0]])
     dev = np.array([[0.1, 0.2, 0.1], [0.3, 0.05, 0.5]])
-    got = lda_private.mixture_topics(lda_private.UnmixedTopics(topics, dev), floor=0.2)
+    start = lda_private.UnmixedTopics(topics, topics, dev)        # the solve's rows sum to 1: deviation = dev
+    np.testing.assert_allclose(start.deviation, dev)
+    got = lda_private.mixture_topics(start, floor=0.2)
     np.testing.assert_allclose(got, [[0.5 / 1.04, 0.04 / 1.04, 0.5 / 1.04], [0.06 / 1.16, 1.0 / 1.16, 0.1 / 1.16]])
-    for start, floor in ((lda_private.UnmixedTopics(2 * topics), 0.2), (lda_private.UnmixedTopics(topics, dev), 0.0)):
+    for start, floor in ((lda_private.UnmixedTopics(2 * topics), 0.2), (start, 0.0)):
         np.testing.assert_allclose(lda_private.mixture_topics(start, floor), topics)
 
 
@@ -284,10 +286,8 @@ def test_combine_unmixed_by_hand():
     # Two solves of one topic over 4 words. D = y_e − y_l = (0.2, −0.2, 0.2, −0.2): mean D² = 0.04, mean n_l² =
     # 0.01, mean n_e² = 0.01, so κ = (0.04 − 0.01)/0.01 = 3 and the precisions are 1/0.03 and 1/0.01: weights
     # ¼ and ¾, deviation (1/0.03 + 1/0.01)^{-1/2} = 0.0866. Entries below 2 of that (0.173) are set to 0.
-    earlier = lda_private.UnmixedTopics(np.zeros((1, 4)), np.zeros((1, 4)), np.array([[0.6, 0.0, 0.4, -0.1]]),
-                                        np.full((1, 4), 0.1))
-    later = lda_private.UnmixedTopics(np.zeros((1, 4)), np.zeros((1, 4)), np.array([[0.4, 0.2, 0.2, 0.1]]),
-                                      np.full((1, 4), 0.1))
+    earlier = lda_private.UnmixedTopics(np.zeros((1, 4)), np.array([[0.6, 0.0, 0.4, -0.1]]), np.full((1, 4), 0.1))
+    later = lda_private.UnmixedTopics(np.zeros((1, 4)), np.array([[0.4, 0.2, 0.2, 0.1]]), np.full((1, 4), 0.1))
     got = lda_private.combine_unmixed(earlier, later, threshold=2.0)
     solve = np.array([[0.45, 0.15, 0.25, 0.05]])
     dev = (1 / 0.03 + 1 / 0.01) ** -0.5
@@ -296,13 +296,13 @@ def test_combine_unmixed_by_hand():
     np.testing.assert_allclose(got.topic_word, [[0.45 / 0.7, 0.0, 0.25 / 0.7, 0.0]])
     np.testing.assert_allclose(got.deviation, np.full((1, 4), dev / 0.7))
     # Solves that agree within their noise: κ = 1 (never below), plain inverse-variance weights.
-    same = lda_private.UnmixedTopics(later.topic_word, later.deviation, later.solve, np.full((1, 4), 0.2))
+    same = lda_private.UnmixedTopics(later.topic_word, later.solve, np.full((1, 4), 0.2))
     np.testing.assert_allclose(lda_private.combine_unmixed(same, later, 2.0).solve, later.solve)
     np.testing.assert_allclose(lda_private.combine_unmixed(same, later, 2.0).solve_deviation,
                                (1 / 0.04 + 1 / 0.01) ** -0.5)
     # Without a solve on either side (a spectral start), or on a row kept from a start: the other release's.
     assert lda_private.combine_unmixed(lda_private.UnmixedTopics(np.ones((1, 4)) / 4), later, 2.0) is later
-    kept = lda_private.UnmixedTopics(later.topic_word, later.deviation, np.zeros((1, 4)), np.full((1, 4), np.inf))
+    kept = lda_private.UnmixedTopics(later.topic_word, np.zeros((1, 4)), np.full((1, 4), np.inf))
     got = lda_private.combine_unmixed(earlier, kept, 2.0)
     np.testing.assert_allclose(got.solve, earlier.solve)
     np.testing.assert_allclose(got.topic_word, [[0.6, 0.0, 0.4, 0.0]])
@@ -319,9 +319,9 @@ def test_combine_unmixed_measures_the_earlier_bias():
     k, d, ne = 4, 4000, 1e-4
     beta = rng.dirichlet(np.full(d, 0.1), size=k)
     bias = 0.5 * ne * rng.choice([-1.0, 1.0], size=(k, d))
-    earlier = lda_private.UnmixedTopics(beta, None, beta + bias + ne * rng.standard_normal((k, d)), np.full((k, d), ne))
+    earlier = lda_private.UnmixedTopics(beta, beta + bias + ne * rng.standard_normal((k, d)), np.full((k, d), ne))
     nl = ne / math.sqrt(2.0)
-    later = lda_private.UnmixedTopics(beta, None, beta + nl * rng.standard_normal((k, d)), np.full((k, d), nl))
+    later = lda_private.UnmixedTopics(beta, beta + nl * rng.standard_normal((k, d)), np.full((k, d), nl))
     got = lda_private.combine_unmixed(earlier, later, 2.0)
     kappa = (got.solve_deviation[:, 0] ** -2 - nl ** -2) ** -1 / ne ** 2
     np.testing.assert_allclose(kappa, 1.25, atol=0.15)

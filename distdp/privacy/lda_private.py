@@ -77,7 +77,8 @@ __all__ = [
     "clip_factors", "assemble_tensor", "assemble_tensor_apply", "whitening_noise_level", "em_sensitivity",
     "SCAN_SENSITIVITY", "WORD_SCALE_POWER",
     "count_norms", "working_columns", "embed_topics", "threshold_noisy", "unmix_weights", "tail_statistics",
-    "tail_sensitivities", "UNMIX_SHARPEN", "pass_weights", "unmix_pass_statistics", "unmix_topics", "word_scales",
+    "tail_sensitivities", "UNMIX_SHARPEN", "pass_weights", "pass_norms", "unmix_pass_statistics", "unmix_topics",
+    "word_scales",
     "UnmixedTopics", "MIXTURE_FLOOR", "mixture_topics", "unmix_diagonal", "combine_unmixed",
 ]
 
@@ -576,10 +577,15 @@ def unmix_pass_statistics(counts: sp.csr_matrix, theta: np.ndarray, norm_cap: fl
     g = pass_weights(theta, sharpen)
     if scales is None:
         return _unmix_sums(counts, theta, g, norm_cap, count_norms(counts))
-    per_topic = np.asarray(counts.multiply(counts) @ (np.asarray(scales, dtype=np.float64) ** 2).T)  # ‖x_n∘s_i‖₂²
-    norms = np.sqrt((g * g * per_topic).sum(axis=1))        # ‖(g_n x_nᵀ)∘S‖_F, per unit ‖g_n‖₂ (1 or 0)
-    Q, G = _unmix_sums(counts, theta, g, norm_cap, norms)
+    Q, G = _unmix_sums(counts, theta, g, norm_cap, pass_norms(counts, g, scales))   # per unit ‖g_n‖₂ (1 or 0)
     return Q * scales, G
+
+
+def pass_norms(counts: sp.csr_matrix, g: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """``‖(g_n x_nᵀ)∘S‖_F = (Σ_i g_ni² ‖x_n∘s_i‖₂²)^{1/2}`` of every document (n,), in O(nnz·k)."""
+    s2 = np.asarray(scales, dtype=np.float64) ** 2
+    per_topic = np.asarray(counts.multiply(counts) @ s2.T)      # ‖x_n∘s_i‖₂², n×k
+    return np.sqrt((g * g * per_topic).sum(axis=1))
 
 
 def tail_sensitivities(norm_cap: float) -> tuple[float, float]:
@@ -597,29 +603,36 @@ def tail_sensitivities(norm_cap: float) -> tuple[float, float]:
 
 @dataclass(frozen=True)
 class UnmixedTopics:
-    """Topics solved from a noisy unmixing release, with each entry's noise deviation on the same scale.
+    """Topics solved from a noisy unmixing release, with the solve they came from and its noise deviations.
 
     Attributes
     ----------
     topic_word : ndarray (k, d)
-        Rows normalised; entries below the threshold set to 0.
-    deviation : ndarray (k, d) or None
-        Standard deviation of the noise in each entry of ``topic_word`` before
-        thresholding, divided by its row's normaliser; 0 on a row kept from
-        the release's start; ``None`` for topics not solved from a release
-        (a spectral start).
+        Rows normalised; entries below the threshold set to 0, so each solved
+        row is the solve's kept entries over their sum.
     solve : ndarray (k, d) or None
         The solve before thresholding and normalising (``G⁻¹(Q/S)``); 0 on a
-        row kept from the start. ``None`` as for ``deviation``.
+        row kept from the release's start. ``None`` for topics not solved
+        from a release (a spectral start).
     solve_deviation : ndarray (k, d) or None
         Each entry's deviation in ``solve`` (inflated for bias after
         :func:`combine_unmixed`); ``inf`` on a row kept from the start.
     """
 
     topic_word: np.ndarray
-    deviation: np.ndarray | None = None
     solve: np.ndarray | None = None
     solve_deviation: np.ndarray | None = None
+
+    @property
+    def deviation(self) -> np.ndarray | None:
+        """Each entry's noise deviation on ``topic_word``'s scale: ``solve_deviation`` over the row's
+        normaliser (the sum of the solve's entries ``topic_word`` keeps); 0 on a row kept from the start;
+        ``None`` without a solve."""
+        if self.solve_deviation is None:
+            return None
+        sd = np.asarray(self.solve_deviation, dtype=np.float64)
+        mass = np.where(np.asarray(self.topic_word) > 0, self.solve, 0.0).sum(axis=1, keepdims=True)
+        return np.divide(sd, mass, out=np.zeros_like(sd), where=np.isfinite(sd) & (mass > 0))
 
 
 #: What an unmixing pass's E-step puts on an entry its start's solve set to 0, in noise deviations of that entry.
@@ -675,7 +688,7 @@ def unmix_topics(Q: np.ndarray, G: np.ndarray, sigma_q: float, threshold: float,
     Returns
     -------
     UnmixedTopics
-        The topics and each entry's deviation, both divided by the row's sum.
+        The topics, the solve ``G⁻¹(Q/S)`` and each entry's noise deviation in it.
 
     Raises
     ------
@@ -703,7 +716,7 @@ def unmix_topics(Q: np.ndarray, G: np.ndarray, sigma_q: float, threshold: float,
     if np.any(mass <= 0):
         raise BudgetNotMetError("the privacy budget cannot be met: a topic has no word above the noise in the "
                                 "unmixing release; use a larger epsilon or more documents")
-    return UnmixedTopics(B / mass, dev / mass, solve, dev)
+    return UnmixedTopics(B / mass, solve, dev)
 
 
 def unmix_diagonal(Q: np.ndarray, g: np.ndarray, sigma_q: float, sigma_g: float, threshold: float,
@@ -717,7 +730,7 @@ def unmix_diagonal(Q: np.ndarray, g: np.ndarray, sigma_q: float, sigma_g: float,
     no documents above the noise: the start put no document there (as when
     it holds two copies of one topic), so dividing by ``g_i`` would return
     noise. Its row is then ``previous[i]`` (the release's start), normalised,
-    with deviation 0.
+    with solve 0 and infinite solve deviation (no information).
 
     Raises
     ------
@@ -739,8 +752,7 @@ def unmix_diagonal(Q: np.ndarray, g: np.ndarray, sigma_q: float, sigma_g: float,
                                 "in the unmixing release and has no start to keep; use a larger epsilon or more "
                                 "documents")
     kept = keep[:, None]
-    return UnmixedTopics(B / mass, np.where(kept, 0.0, dev / mass), np.where(kept, 0.0, Q / scale),
-                         np.where(kept, np.inf, dev))
+    return UnmixedTopics(B / mass, np.where(kept, 0.0, Q / scale), np.where(kept, np.inf, dev))
 
 
 def combine_unmixed(earlier: UnmixedTopics, later: UnmixedTopics, threshold: float) -> UnmixedTopics:
@@ -787,20 +799,19 @@ def combine_unmixed(earlier: UnmixedTopics, later: UnmixedTopics, threshold: flo
         return np.where(both, a, 0.0).sum(axis=1) / count
 
     kappa = np.maximum((row_mean((ye - yl) ** 2) - row_mean(nl ** 2)) / np.maximum(row_mean(ne ** 2), 1e-300), 1.0)
-    pe = np.where(np.isfinite(ne), 1.0 / np.maximum(kappa[:, None] * ne ** 2, 1e-300), 0.0)
-    pl = np.where(np.isfinite(nl), 1.0 / np.maximum(nl ** 2, 1e-300), 0.0)
+    pe = 1.0 / np.maximum(kappa[:, None] * ne ** 2, 1e-300)    # 0 where a row was kept from a start (n = inf)
+    pl = 1.0 / np.maximum(nl ** 2, 1e-300)
     precision = pe + pl
     solved = precision > 0
-    solve = np.where(solved, (pe * np.where(solved, ye, 0.0) + pl * np.where(solved, yl, 0.0))
-                     / np.where(solved, precision, 1.0), 0.0)
+    solve = (pe * ye + pl * yl) / np.where(solved, precision, 1.0)
     dev = np.where(solved, 1.0 / np.sqrt(np.where(solved, precision, 1.0)), np.inf)
     B = threshold_noisy(solve, dev, threshold)
     mass = B.sum(axis=1, keepdims=True)
     own = (mass[:, 0] > 0) & solved.all(axis=1)
     mass = np.where(own[:, None], mass, 1.0)
     rows = own[:, None]
-    return UnmixedTopics(np.where(rows, B / mass, later.topic_word), np.where(rows, dev / mass, later.deviation),
-                         np.where(rows, solve, later.solve), np.where(rows, dev, later.solve_deviation))
+    return UnmixedTopics(np.where(rows, B / mass, later.topic_word), np.where(rows, solve, later.solve),
+                         np.where(rows, dev, later.solve_deviation))
 
 
 def count_norms(counts: sp.csr_matrix) -> np.ndarray:
