@@ -12,11 +12,11 @@ basic composition (ε split over the releases), against the non-private fit.
 Part ``default`` (d = 5,000): the private default of ``fit-lda --epsilon``
 (``whitened+unmix``: a scan release picks the 1,000 most frequent words, the
 spectral fit runs on them, a tail release unmixes every other word's topics,
-then one one-hot unmixing pass on all words; budget fractions in
-:func:`distdp.private_fit.budget_plan`) and the former default
-``whitened+em`` (``--refine 2``: the same, with 2 private EM iterations in
-place of the unmixing pass), against the non-private spectral fit + 3 EM
-iterations.
+then two unmixing passes on all words (θ̂² weights, solves averaged with
+the tail's); budget fractions in :func:`distdp.private_fit.budget_plan`) and
+the former default ``whitened+em`` (``--refine 2``: the same, with 2 private
+EM iterations in place of the unmixing passes), against the non-private
+spectral fit + 3 EM iterations.
 Part ``dense`` (d = 100, k = 5, N ∈ {10⁴, 10⁵}): the papers' configurations
 1–4 and AGN/AVN (distdp.privacy.lda_dense), which form M3 and are refused at
 d = 5,000, with the scalable ones on the same corpora; ``config2-declared`` is

@@ -170,7 +170,7 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
         Batch variational EM iterations after the spectral fit, on the same
         shards (LDA only; default 0). In a private fit they follow the
         unmixing passes, and giving ``refine`` (even 0) turns the default
-        unmixing pass off.
+        unmixing passes off.
     eta : float, optional
         Topic-word Dirichlet smoothing of the EM (default 1/k).
     coherence : bool
@@ -211,7 +211,7 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
     unmix : int, optional
         Private fits with a scalable mechanism (LDA or single-topic):
         unmixing passes on every word after the spectral stage (and tail release)
-        (:func:`distdp.private_pipeline.unmix_private`). Default 1 when
+        (:func:`distdp.private_pipeline.unmix_private`). Default 2 when
         ``refine`` is not given, else 0.
     whitening : {'auto', 'dense', 'power'}, optional
         Private fits with a scalable mechanism: the private whitening releases

@@ -34,7 +34,7 @@ MECHANISMS = ("auto",) + SCALABLE + DENSE
 #: passes follow, TAIL_SHARE when EM alone does (its Gram matrix TAIL_GRAM_SHARE of that); the unmixing
 #: passes and EM iterations split the rest evenly, each pass's Gram matrix taking UNMIX_GRAM_SHARE of its
 #: part. The scan takes SCAN_BUDGET of the whole budget, the spectral stages what is left.
-DEFAULT_UNMIX = 1
+DEFAULT_UNMIX = 2
 DEFAULT_REFINE_BUDGET = 0.5
 DEFAULT_REFINE_BUDGET_TAIL = 0.75
 TAIL_SHARE = 0.5
@@ -159,8 +159,8 @@ def fit_lda_private(corpus, k: int, *, alpha0: float, model: str, vocab, vocab_s
     """The private branch of :func:`distdp.api.fit_lda` (same parameters).
 
     With a scalable mechanism, ``refine``, ``unmix``, ``refine_budget`` and
-    ``working_vocab`` default as :func:`resolve_refinement` says (one
-    unmixing pass after a tail release); ``model='stm'`` takes unmixing
+    ``working_vocab`` default as :func:`resolve_refinement` says (two
+    unmixing passes after a tail release); ``model='stm'`` takes unmixing
     passes (each document's θ̂ the one-hot of its single-topic posterior
     mode) but no EM; the dense mechanisms take neither.
     """

@@ -53,7 +53,7 @@ def register(sub) -> None:
                         "is then proven private (else config2 is the paper's unchecked claim)")
     d.add_argument("--unmix", type=int,
                    help="unmixing passes on every word after the private spectral stage, LDA or "
-                        "--model stm (default 1 unless --refine is given, else 0)")
+                        "--model stm (default 2 unless --refine is given, else 0)")
     d.add_argument("--refine-budget", type=float,
                    help="fraction of the budget for the refinement: the tail release (with a working "
                         "vocabulary smaller than the vocabulary), the unmixing passes and EM "
