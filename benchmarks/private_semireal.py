@@ -1,4 +1,4 @@
-"""Private LDA on real topic structure at DP scale: the default (unmixing pass) vs ``--refine 2``.
+"""Private LDA on real topic structure at DP scale: the default (unmixing passes) vs ``--refine 2``.
 
 The real corpora shipped with the registry packages are far too small for DP
 (``reuters``: 395 articles; every private fit correctly fails). Here their

@@ -4,9 +4,9 @@ At the same total (ε, δ = 1e-6): ``spectral`` (``--refine 0``) spends it all
 on the spectral releases on all words; ``default`` is the private default of
 ``fit-lda --epsilon``: a scan release picks the working vocabulary (the
 1,000 most frequent words, noisy), the spectral releases run on it, a tail
-release unmixes the other words' topics, and one one-hot unmixing pass
-re-estimates every word's topics; ``tail+EM`` (``--refine 2``, the former
-default) runs 2 private EM iterations in place of the unmixing pass (the
+release unmixes the other words' topics, and two unmixing passes
+re-estimate every word's topics; ``tail+EM`` (``--refine 2``, the former
+default) runs 2 private EM iterations in place of the unmixing passes (the
 refinement's releases share ``--refine-budget``; the defaults of
 :mod:`distdp.private_fit`, in μ², the Gaussian budget, which composes
 exactly). Every document's term is clipped to Frobenius norm ≤ C
