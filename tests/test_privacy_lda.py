@@ -341,7 +341,7 @@ def test_single_topic_private_fit_takes_the_unmixing_pass(fixed_entropy):
     base = api.fit_lda(c.counts, 5, backend="local", model="stm", seed=0, progress=False, coherence=False)
     m = api.fit_lda(c.counts, 5, backend="local", model="stm", epsilon=16.0, delta=1e-6, progress=False)
     assert lda.matched_l1(m.topic_word, c.topic_word)[0] <= 1.5 * lda.matched_l1(base.topic_word, c.topic_word)[0]
-    assert f"{pf.DEFAULT_UNMIX} private unmixing passes" in m.info["method"]
+    assert pf._plural(pf.DEFAULT_UNMIX, "private unmixing pass") in m.info["method"]
     assert m.info["parameters"]["unmix"] == pf.DEFAULT_UNMIX
     stages = [r["stage"] for r in m.info["privacy"]["ledger"]]
     assert {"scan", "unmix_gram", "unmix_sstats"} <= set(stages)
@@ -807,7 +807,7 @@ def test_working_vocabulary_fit(corpus_p):
                                                                                          corpus_p.topic_word)[0]
     assert [r["stage"] for r in m.info["privacy"]["ledger"]][0] == "scan"
     passes = pf.DEFAULT_UNMIX
-    assert "tail release" in m.info["method"] and f"{passes} private unmixing passes " in m.info["method"]
+    assert "tail release" in m.info["method"] and pf._plural(passes, "private unmixing pass") + " " in m.info["method"]
     note = next(r["note"] for r in m.info["privacy"]["ledger"] if r["stage"] == "unmix_sstats")
     assert f"each zeroed entry at {lda_private.MIXTURE_FLOOR:g} of its noise deviation (mixture_topics)" in note
     assert "averaged by precision with the previous release's solve" in note and "(combine_unmixed)" in note
