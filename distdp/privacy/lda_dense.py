@@ -66,7 +66,7 @@ from distdp.moments import MomentCoefficients, doc_lengths, doc_weights
 from distdp.privacy import accounting as acct
 from distdp.privacy import mechanisms
 from distdp.privacy.ledger import BudgetNotMetError, PrivacyLedger, Release
-from distdp.privacy.moments_dp import MAX_DENSE_M3_ENTRIES, whiten_tensor
+from distdp.privacy.moments_dp import MAX_DENSE_M3_ENTRIES, whiten_noisy, whiten_tensor
 from distdp.tensor import power
 from distdp.whitening import Whitening, dense_top_eigh, top_k_from_symmetric
 
@@ -795,16 +795,6 @@ class DenseLDAResult:
 
 # --------------------------------------------------------------------------- pipeline pieces
 
-def _whiten_noisy(m2: np.ndarray, k: int) -> Whitening:
-    """Top-k eigenpairs of a noisy M2; a clear error if ``σ_k ≤ 0``."""
-    try:
-        return dense_top_eigh(m2, k)
-    except ValueError as err:
-        raise BudgetNotMetError(f"cannot whiten the noisy M2: {err} The privacy budget is too small for this "
-                                "number of documents (the noise swamps the k-th eigenvalue): raise epsilon or N, "
-                                "or lower k.") from None
-
-
 def _spectrum(M2: np.ndarray, k: int) -> tuple[Whitening, np.ndarray]:
     """Top-k whitening of the exact M2 and all its eigenvalues (descending)."""
     vals = np.sort(np.linalg.eigvalsh(0.5 * (M2 + M2.T)))[::-1]
@@ -896,10 +886,10 @@ def _moment_noise(ctx: _Ctx, plan, stages, ledger, paper_two_m2: bool) -> _Fit:
     if paper_two_m2:
         m2b = _noisy_m2(ctx, plan, stages[1], note + " (for W†)", ledger)
     m3n = _noisy_m3(ctx, plan, stages[-1], ledger)
-    wh = _whiten_noisy(m2a, ctx.k)
+    wh = whiten_noisy(m2a, ctx.k)
     notes = []
     if paper_two_m2:
-        whb = _whiten_noisy(m2b, ctx.k)
+        whb = whiten_noisy(m2b, ctx.k)
         # W† from the second noisy M2, aligned with W: (M̃2b)_k W (= U S^½ when the two agree).
         unwhiten = whb.eigenvectors @ (whb.eigenvalues[:, None] * (whb.eigenvectors.T @ wh.W))
         notes.append("W† from the second noisy M2 as (M̃2b)_k·W (rank-k truncation applied to W, post-processing): "

@@ -68,7 +68,7 @@ from distdp.whitening import Whitening, dense_top_eigh
 __all__ = [
     "MAX_DENSE_M3_ENTRIES", "MECHANISMS", "STMMoments", "STMResult", "check_dense_dim", "stm_moments",
     "moment_sensitivity", "unique_m2", "release_m2", "release_m3_gaussian", "release_m3_l2",
-    "whiten_tensor", "whitened_sensitivity_bound", "non_private", "agn", "avn", "dp_tpm", "fit_stm",
+    "whiten_noisy", "whiten_tensor", "whitened_sensitivity_bound", "non_private", "agn", "avn", "dp_tpm", "fit_stm",
     "e_comp", "random_vectors",
 ]
 
@@ -275,13 +275,14 @@ def release_m3_l2(m3: np.ndarray, n_docs: int, epsilon: float,
 
 # --------------------------------------------------------------------------- decomposition
 
-def _whitening(m2: np.ndarray, k: int) -> Whitening:
+def whiten_noisy(m2: np.ndarray, k: int) -> Whitening:
     """Top-k eigenpairs of a noisy M2 (Alg. 1 steps 3–4); ``σ_k ≤ 0`` fails as a budget not met."""
     try:
         return dense_top_eigh(m2, k)
     except ValueError as err:
-        raise BudgetNotMetError(f"cannot whiten: {err} With noise, the privacy budget is too small for this N: "
-                                "raise epsilon or N, or lower k.") from None
+        raise BudgetNotMetError(f"cannot whiten the noisy M2: {err} The privacy budget is too small for this "
+                                "number of documents (the noise swamps the k-th eigenvalue): raise epsilon or N, "
+                                "or lower k.") from None
 
 
 def whiten_tensor(m3: np.ndarray, W: np.ndarray) -> np.ndarray:
@@ -451,7 +452,7 @@ def agn(moments, k: int, *, epsilon: float, delta: float, rng: np.random.Generat
     ledger.record(rel)
     m3n, rel = release_m3_gaussian(moments.m3, moments.n_docs, epsilon / 2, delta / 2, gen)
     ledger.record(rel)
-    wh = _whitening(m2n, k)
+    wh = whiten_noisy(m2n, k)
     res = _decompose(whiten_tensor(m3n, wh.W), k, gen, n_restarts, n_iters)
     return _finish("agn", res, wh, ledger, epsilon, delta, not reproducible,
                    ("budget split (ε/2, δ/2) + (ε/2, δ/2) as in the paper; analytic Gaussian calibration",))
@@ -471,7 +472,7 @@ def avn(moments, k: int, *, epsilon: float, delta: float, rng: np.random.Generat
     ledger.record(rel)
     m3n, rel = release_m3_l2(moments.m3, moments.n_docs, epsilon / 2, gen)
     ledger.record(rel)
-    wh = _whitening(m2n, k)
+    wh = whiten_noisy(m2n, k)
     res = _decompose(whiten_tensor(m3n, wh.W), k, gen, n_restarts, n_iters)
     return _finish("avn", res, wh, ledger, epsilon, delta, not reproducible,
                    ("budget split (ε/2, δ) Gaussian + (ε/2, 0) ℓ2-vector as in the paper",))
@@ -510,7 +511,7 @@ def dp_tpm(moments, k: int, *, epsilon: float, delta: float, rng: np.random.Gene
     ledger = PrivacyLedger(private=not reproducible)
     m2n, rel = release_m2(moments.m2, moments.n_docs, epsilon / 2, delta / 2, gen)
     ledger.record(rel)
-    wh = _whitening(m2n, k)
+    wh = whiten_noisy(m2n, k)
     T = whiten_tensor(moments.m3, wh.W)
     N = moments.n_docs
     if sensitivity == "whitened":
