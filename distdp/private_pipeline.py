@@ -503,7 +503,9 @@ def unmix_private(backend: Backend, start: lda_private.UnmixedTopics, alpha: np.
     posterior mode (``alpha`` the topic weights), so ``g_n = θ̂_n``, ``G`` is
     diagonal and ``β̂_i`` is row i of ``Q/S`` over ``G_ii``. Each pass's solve
     is averaged with its start's (the tail release's, then the running
-    average) by precision, the start's variance inflated by its measured bias
+    average) by precision, the start's solve first mapped onto this pass's
+    mixing of the topics (:func:`~distdp.privacy.lda_private.align_mixing`)
+    and its variance inflated by the bias left
     (:func:`~distdp.privacy.lda_private.combine_unmixed`); a start without a
     solve (a spectral start) is not averaged in.
     """
@@ -514,8 +516,9 @@ def unmix_private(backend: Backend, start: lda_private.UnmixedTopics, alpha: np.
             f"θ̂_n {_MIXTURE[single_topic]} from all words{'' if single_topic else floor_note}, "
             f"w_n = min({norm_cap:.4g}/‖(g_n x_nᵀ)∘S‖_F, {norm_cap:.4g}²/(‖θ̂_n‖₂‖x_n‖₁)), "
             f"word scales S = b^(-{scale_power:.3g}) from the current topics and the scan (word_scales)")
-    combine_note = (" averaged by precision with the previous release's solve, whose variance is inflated by its "
-                    "measured bias (combine_unmixed)") if start.solve is not None or passes > 1 else ""
+    combine_note = (" averaged by precision with the previous release's solve, mapped onto this release's mixing "
+                    "of the topics (align_mixing), whose variance is inflated by its measured bias (combine_unmixed)"
+                    ) if start.solve is not None or passes > 1 else ""
     for t in range(passes):
         topic_word = start.topic_word
         scales = lda_private.word_scales(topic_word, scan.frequencies, scale_power)

@@ -79,7 +79,8 @@ __all__ = [
     "count_norms", "working_columns", "embed_topics", "threshold_noisy", "unmix_weights", "tail_statistics",
     "tail_sensitivities", "UNMIX_SHARPEN", "pass_weights", "pass_norms", "unmix_pass_statistics", "unmix_topics",
     "word_scales",
-    "UnmixedTopics", "MIXTURE_FLOOR", "mixture_topics", "unmix_diagonal", "combine_unmixed",
+    "UnmixedTopics", "MIXTURE_FLOOR", "mixture_topics", "unmix_diagonal", "ALIGN_MAX_NOISE", "ALIGN_MAX_CONDITION",
+    "align_mixing", "combine_unmixed",
 ]
 
 #: Release stages of the spectral fit, in order, and their default share of the Gaussian budget (μ²).
@@ -755,6 +756,59 @@ def unmix_diagonal(Q: np.ndarray, g: np.ndarray, sigma_q: float, sigma_g: float,
     return UnmixedTopics(B / mass, np.where(kept, 0.0, Q / scale), np.where(kept, np.inf, dev))
 
 
+#: Largest noise-to-signal energy ratio ``Σ_v n_iv²/Σ_v y_iv²`` of any row at which :func:`align_mixing`
+#: estimates the mixing; above it the errors-in-variables correction would dominate the estimate.
+ALIGN_MAX_NOISE = 0.05
+#: Largest condition number of the (corrected) Gram matrix of the earlier solve's rows at which
+#: :func:`align_mixing` solves for the map; above it two rows are (nearly) collinear and the map is not unique.
+ALIGN_MAX_CONDITION = 1e8
+
+
+def align_mixing(earlier: np.ndarray, deviation: np.ndarray, later: np.ndarray, later_deviation: np.ndarray,
+                 max_noise: float = ALIGN_MAX_NOISE) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The earlier solve mapped onto the later one's mixing: ``(R y_e, √(R²·n_e²), R)`` (post-processing).
+
+    An unmixing solve from weights ``θ̂`` has mean ``E[G⁻¹Q] = Ĝ⁻¹ G* β = A β``:
+    ``Ĝ = Σ w l g θ̂ᵀ`` is released, ``G* = Σ w l g θᵀ`` the same with the true
+    ``θ`` (``E[x_n] = l_n βᵀθ_n``), so a worse ``θ̂`` biases the solve by a k×k
+    mixing of the topics, not entry by entry. ``R = A_l A_e⁻¹`` is then the
+    least-squares map of ``y_e`` onto ``y_l`` over the words, corrected for
+    the noise in ``y_e`` (errors in variables, diagonal noise):
+    ``R = (Y_l Y_eᵀ)(Y_e Y_eᵀ − diag_i Σ_v n_iv²)⁻¹``, k² numbers fitted to k·d
+    entries. Rows with an infinite deviation (kept from a start) in either
+    solve, a row set of fewer than 2, a row whose noise energy exceeds
+    ``max_noise`` of its signal, or collinear rows (no unique map) leave the
+    solve as it is (``R = I``).
+
+    Measured on the default fit (N = 10⁵, d = 2,000, ε = 8, truth known): the
+    tail's solve had L1 0.095 to the truth, 0.040 of it from its mixing
+    ``A`` (least squares on the true topics), the first pass's 0.063 with
+    0.013 from ``A``.
+    """
+    ye = np.asarray(earlier, dtype=np.float64)
+    ne = np.asarray(deviation, dtype=np.float64)
+    yl = np.asarray(later, dtype=np.float64)
+    k = ye.shape[0]
+    rows = np.flatnonzero(np.isfinite(ne).all(axis=1) & np.isfinite(np.asarray(later_deviation)).all(axis=1))
+    R = np.eye(k)
+    if rows.size < 2:
+        return ye, ne, R
+    Ye, Yl, Ne = ye[rows], yl[rows], ne[rows]
+    signal = np.einsum("iv,iv->i", Ye, Ye)
+    noise = np.einsum("iv,iv->i", Ne, Ne)
+    if not np.all(noise <= max_noise * signal):
+        return ye, ne, R
+    M = Ye @ Ye.T - np.diag(noise)
+    if not np.linalg.cond(M) < ALIGN_MAX_CONDITION:  # collinear rows (e.g. two identical topics): no unique map
+        return ye, ne, R
+    Rr = np.linalg.solve(M.T, (Yl @ Ye.T).T).T
+    aligned, dev = ye.copy(), ne.copy()
+    aligned[rows] = Rr @ Ye
+    dev[rows] = np.sqrt((Rr ** 2) @ (Ne ** 2))
+    R[np.ix_(rows, rows)] = Rr
+    return aligned, dev, R
+
+
 def combine_unmixed(earlier: UnmixedTopics, later: UnmixedTopics, threshold: float) -> UnmixedTopics:
     """Both releases' solves averaged entry by entry by precision, thresholded, rows normalised (post-processing).
 
@@ -766,6 +820,9 @@ def combine_unmixed(earlier: UnmixedTopics, later: UnmixedTopics, threshold: flo
     ``κ_i = max(1, (mean_v D_iv² − mean_v n_l,iv²)/mean_v n_e,iv²)``
     from the difference ``D`` of the two solves (whose mean square is
     ``κ n_e² + n_l²`` under that model): the bias is measured, not assumed.
+    First the earlier solve is mapped onto the later's mixing of the topics
+    (:func:`align_mixing`), which removes the part of its bias that is a k×k
+    mixing; κ measures what is left.
     The average is ``(y_e/(κ n_e²) + y_l/n_l²)/(1/(κ n_e²) + 1/n_l²)`` with
     deviation ``(1/(κ n_e²) + 1/n_l²)^{-1/2}``; entries below ``threshold``
     of that are set to 0, as in :func:`unmix_topics`. Rows kept from a
@@ -787,10 +844,12 @@ def combine_unmixed(earlier: UnmixedTopics, later: UnmixedTopics, threshold: flo
     kept, by 0–13%; on the single-topic model (``private_stm`` corpora) by
     0–9%. Without ``κ`` (plain inverse-variance weights) it did worse where
     the bias dominates: 0.0357 at N = 10⁶ and 0.062 at ε = 8, N = 10⁵.
+    The alignment then took the default (two passes) at ε = 1, N = 10⁶ from
+    0.0318 to 0.0296 (noise seed 1); README, How it works.
     """
     if earlier.solve is None or later.solve is None:
         return later
-    ye, ne = np.asarray(earlier.solve, dtype=np.float64), np.asarray(earlier.solve_deviation, dtype=np.float64)
+    ye, ne, _ = align_mixing(earlier.solve, earlier.solve_deviation, later.solve, later.solve_deviation)
     yl, nl = np.asarray(later.solve, dtype=np.float64), np.asarray(later.solve_deviation, dtype=np.float64)
     both = np.isfinite(ne) & np.isfinite(nl)
     count = np.maximum(both.sum(axis=1), 1)
