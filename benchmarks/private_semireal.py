@@ -26,7 +26,7 @@ from distdp.synthetic import sample_corpus
 
 HERE = Path(__file__).resolve().parent
 DELTA, N = 1e-6, 200_000
-METHODS = {"default (tail + unmixing pass)": None, "tail + 2 EM (--refine 2)": 2}
+METHODS = {"default (tail + unmixing passes)": None, "tail + 2 EM (--refine 2)": 2}
 
 
 def main() -> None:
