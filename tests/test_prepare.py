@@ -1,18 +1,24 @@
-"""``prepare`` on real-world text: tokenisation (Unicode, apostrophes, stop words), public vocabularies,
-input files (CSV encodings and shapes, compressed, directories, ids), and the CLI's clean exits."""
+"""``prepare`` on real-world text: tokenisation (Unicode, apostrophes, stop words, Chinese/Japanese bigrams,
+unsegmented Thai), public vocabularies, input files (CSV encodings and shapes, compressed, directories, ids), and
+the CLI's clean exits."""
 import gzip
+import json
 import os
 import signal
+import warnings
+from collections import Counter
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from distdp import cli
 from distdp.io import corpus as cio
 from distdp.io.atomic import atomic_directory
-from distdp.io.prepare import normalise_vocab, prepare_counts, read_text_column, stop_words, tokenize
+from distdp.io.prepare import normalise_vocab, prepare, prepare_counts, read_text_column, stop_words, tokenize
 
 
 def tokens_of(*texts):
@@ -150,3 +156,170 @@ def test_sigterm_unwinds_and_leaves_no_partial_output(tmp_path):
     assert stopped.value.code == 143
     assert list(tmp_path.iterdir()) == []
     assert signal.getsignal(signal.SIGTERM) is before  # the previous handler is back
+
+
+# --------------------------------------------------------------------------- Chinese and Japanese: character bigrams
+def pairs_of(texts, min_length=3, stop=None):
+    """(document, token) pairs of ``tokenize``, as a sorted list (tokens are a bag of words)."""
+    doc_of, tokens = tokenize(pa.array(texts, pa.string()), min_length, stop)
+    assert len(doc_of) == len(tokens)
+    return sorted(zip(doc_of.tolist(), tokens.to_pylist()))
+
+
+def test_chinese_text_becomes_overlapping_character_bigrams():
+    tokens = tokens_of("我爱北京天安门。天安门上太阳升！")
+    assert Counter(tokens) == Counter(["我爱", "爱北", "北京", "京天", "天安", "安门",
+                                       "天安", "安门", "门上", "上太", "太阳", "阳升"])
+    assert tokens_of("東京都庁") == ["東京", "京都", "都庁"]
+    # 〇 (a Han number, not a letter) stays in its run; full-width punctuation ends a run
+    assert tokens_of("二〇二四年，好") == ["二〇", "〇二", "二四", "四年", "好"]
+
+
+def test_japanese_kana_and_kanji_runs_are_cut_into_bigrams():
+    tokens = tokens_of("東京都庁へ行きました。コーヒーを飲む")
+    assert Counter(tokens) == Counter(["東京", "京都", "都庁", "庁へ", "へ行", "行き", "きま", "まし", "した",
+                                       "コー", "ーヒ", "ヒー", "ーを", "を飲", "飲む"])
+    # half-width katakana with its prolonged sound mark; a variation selector after a kanji is dropped
+    assert tokens_of("ｺｰﾋｰ") == ["ｺｰ", "ｰﾋ", "ﾋｰ"]
+    assert tokens_of("葛\U000E0100城") == ["葛城"]
+    # Hangul is written with spaces: its words stay words (and min_length applies to them)
+    assert tokens_of("서울특별시 한국어 서울") == ["서울특별시", "한국어"]
+
+
+def test_letters_of_other_scripts_next_to_cjk_are_separate_words():
+    text = "GPU加速 AI芯片 the東京 x光"
+    assert Counter(tokens_of(text)) == Counter(["gpu", "加速", "芯片", "東京", "光"])   # ai, x: < 3 letters
+    # min_length is about words of other scripts: CJK tokens are kept at any min_length
+    short = tokenize(pa.array([text]), 2, stop_words())[1].to_pylist()
+    assert Counter(short) == Counter(["gpu", "加速", "ai", "芯片", "東京", "光"])
+    long_ = tokenize(pa.array([text]), 4, stop_words())[1].to_pylist()
+    assert Counter(long_) == Counter(["加速", "芯片", "東京", "光"])
+
+
+def test_a_single_cjk_character_is_a_token():
+    assert tokens_of("我 and 你") == ["我", "你"]
+    assert tokens_of("rocket中orbit") == ["rocket", "orbit", "中"]
+    assert tokens_of("中") == ["中"]
+
+
+def test_document_indices_of_bigrams_across_documents():
+    texts = ["東京都", None, "", "space 中 rocket", "國家 orbit", "plain english words", "ひらがな"]
+    expected = [(0, "東京"), (0, "京都"), (3, "rocket"), (3, "space"), (3, "中"), (4, "orbit"), (4, "國家"),
+                (5, "english"), (5, "plain"), (5, "words"), (6, "がな"), (6, "ひら"), (6, "らが")]
+    assert pairs_of(texts, 3, stop_words()) == sorted(expected)
+    # chunked and large-string input give the same tokens
+    doc_of, tokens = tokenize(pa.chunked_array([texts[:3], texts[3:]]), 3, stop_words())
+    assert sorted(zip(doc_of.tolist(), tokens.to_pylist())) == sorted(expected)
+    doc_of, tokens = tokenize(pa.array(texts, pa.large_string()), 3, stop_words())
+    assert sorted(zip(doc_of.tolist(), tokens.to_pylist())) == sorted(expected)
+    # documents without CJK keep their tokens in text order, as before
+    doc_of, tokens = tokenize(pa.array(["space rocket", "東京", "orbit launch"]), 3, stop_words())
+    words = [t for d, t in zip(doc_of.tolist(), tokens.to_pylist()) if d != 1]
+    assert words == ["space", "rocket", "orbit", "launch"]
+    assert pairs_of([None, ""]) == []
+
+
+THAI = "ประเทศไทยมีประชากรประมาณหกสิบหกล้านคนและมีกรุงเทพมหานครเป็นเมืองหลวง ภาษาไทยเป็นภาษาราชการของประเทศ"
+LAO = "ພາສາລາວເປັນພາສາທາງການຂອງສາທາລະນະລັດປະຊາທິປະໄຕປະຊາຊົນລາວ"
+
+
+def caught(texts):
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        tokens = tokenize(pa.array(texts), 3, stop_words())[1].to_pylist()
+    return tokens, [x for x in w if issubclass(x.category, UserWarning)]
+
+
+def test_unsegmented_thai_warns_once_and_is_left_as_phrases():
+    tokens, warned = caught([THAI, THAI + " english words", "more english"])
+    assert len(warned) == 1
+    message = str(warned[0].message)
+    assert message.startswith("Thai text looks unsegmented")
+    assert "segmented into space-separated words first" in message and "4 in Thai" in message
+    assert tokens.count("ภาษาไทยเป็นภาษาราชการของประเทศ") == 2            # a phrase is one token, as before
+    # two scripts: still one warning, naming both
+    _, warned = caught([THAI, LAO])
+    assert len(warned) == 1 and str(warned[0].message).startswith("Thai and Lao text looks unsegmented")
+    # segmented Thai, English, Chinese: no warning
+    for texts in (["ประเทศ ไทย มี ประชากร ประมาณ หก สิบ หก ล้าน คน"], ["plain english text, " * 50],
+                  ["我爱北京天安门" * 10]):
+        tokens, warned = caught(texts)
+        assert tokens and warned == [], texts
+    # a long Thai word among many tokens is below the 1% share
+    _, warned = caught(["word " * 200 + THAI.split()[0]])
+    assert warned == []
+
+
+def test_public_vocabulary_with_cjk_words():
+    words, notes = normalise_vocab(["東京", "京", "東京都", "GPU加速", "葛\U000E0100", "orbit", "ab", "東京"], 3,
+                                   stop_words(), source="v.txt")
+    assert words == ["東京", "京", "葛", "orbit"]
+    text = "\n".join(notes)
+    assert "3 word(s) no token can equal" in text
+    assert "'東京都'" in text and "'GPU加速'" in text and "'ab'" in text and "Chinese/Japanese" in text
+    assert "line 8 '東京'" in text                                         # a repeat
+    # the kept CJK words are tokens text makes
+    assert set(words) <= set(tokens_of("東京 京 葛\U000E0100 orbit"))
+    # without CJK words the note is the one it always was
+    _, notes = normalise_vocab(["orbit", "ab"], 3, stop_words())
+    assert notes == ["--vocab: 1 word(s) no token can equal dropped (stop words, fewer than 3 letters, or not "
+                     "letters only): line 2 'ab'"]
+
+
+def test_prepare_chinese_documents_end_to_end(tmp_path, capsys):
+    docs = ["北京大学的学生", "北京的大学很多", "学生在大学学习", "上海的学生"]
+    pq.write_table(pa.table({"body": docs}), tmp_path / "zh.parquet")
+    code = cli.main(["prepare", str(tmp_path / "zh.parquet"), "--text-column", "body", "--out", str(tmp_path / "c")])
+    assert code == 0, capsys.readouterr().err
+    vocab = (tmp_path / "c" / "vocab.txt").read_text(encoding="utf-8").split()
+    # bigrams in ≥ 2 documents, by document frequency then alphabetically
+    assert vocab == ["大学", "学生", "北京", "的学"]
+    X = cio.read_corpus(tmp_path / "c", len(vocab)).toarray()
+    assert X.tolist() == [[1, 1, 1, 1], [1, 0, 1, 0], [1, 1, 0, 0], [0, 1, 0, 1]]
+    assert "bigrams" in json.loads((tmp_path / "c" / "prepare.json").read_text(encoding="utf-8"))["tokenizer"]
+    # the same through CSV, with a public vocabulary of bigrams and a longer word
+    write(tmp_path / "zh.csv", "body\n" + "\n".join(docs) + "\n")
+    write(tmp_path / "v.txt", "北京\n学生\n北京大学\n")
+    with pytest.warns(UserWarning, match="no token can equal.*Chinese/Japanese.*'北京大学'"):
+        res = prepare(tmp_path / "zh.csv", "body", tmp_path / "c2", vocab=tmp_path / "v.txt")
+    assert res.vocab == ["北京", "学生"]
+    assert res.counts.toarray().tolist() == [[1, 1], [1, 0], [0, 1], [0, 1]]
+
+
+CJK_ALPHABET = "東京都庁大学生ひらがなカタナー〇𠮷ｶｰ"   # with a 4-byte (U+20BB7) and half-width characters
+
+
+def reference_cjk_tokens(text):
+    """Bigrams (single characters) of the maximal runs of CJK_ALPHABET characters, by a plain loop."""
+    out, run = [], ""
+    for ch in text + " ":
+        if ch in CJK_ALPHABET:
+            run += ch
+            continue
+        if len(run) == 1:
+            out.append(run)
+        out.extend(run[i:i + 2] for i in range(len(run) - 1))
+        run = ""
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.one_of(st.text("abcdeXYZ", min_size=1, max_size=8),
+                                   st.text(CJK_ALPHABET, min_size=1, max_size=6),
+                                   st.sampled_from([" ", ", ", "。", "42"])), max_size=12).map("".join),
+                max_size=6),
+       st.integers(1, 4))
+def test_cjk_tokens_are_the_bigrams_of_each_run(texts, min_length):
+    doc_of, tokens = tokenize(pa.array(texts, pa.string()), min_length, None)
+    got = list(zip(doc_of.tolist(), tokens.to_pylist()))
+    cjk = Counter((d, t) for d, t in got if set(t) <= set(CJK_ALPHABET))
+    expected = Counter((d, t) for d, text in enumerate(texts) for t in reference_cjk_tokens(text))
+    assert cjk == expected
+    runs = [len(r) for text in texts for r in "".join(c if c in CJK_ALPHABET else " " for c in text).split()]
+    assert sum(cjk.values()) == sum(max(n - 1, 1) for n in runs)
+    # the other tokens are the words of the text with its CJK runs taken out
+    rest = [(d, t) for d, t in got if not set(t) <= set(CJK_ALPHABET)]
+    words = [(d, w) for d, text in enumerate(texts)
+             for w in "".join(c.lower() if c.isalpha() and c not in CJK_ALPHABET else " " for c in text).split()
+             if len(w) >= min_length]
+    assert rest == words

@@ -7,10 +7,26 @@ any script (or a combining mark) or an apostrophe; English stop words
 (``don't``) and in their apostrophe-less forms (``dont``, ``thats``, but not
 real words such as ``well``, ``cant``); a possessive ``'s`` dropped, other
 apostrophes removed (``students'`` → ``students``); tokens shorter than
-``min_length`` characters dropped. Scripts written without spaces (Chinese,
-Japanese, Thai) need text segmented into space-separated words beforehand.
+``min_length`` characters dropped.
+
+Chinese and Japanese, written without spaces, are split as Lucene's CJK
+analyzer does: a run of Han, Hiragana and Katakana characters (with ``ー``,
+``〆``, ``〱``–``〵``, the half-width ``ｰ ﾞ ﾟ``, and the combining marks after
+them, which are then dropped) is cut out of the text around it (``GPU加速`` →
+``gpu``, ``加速``); a run of n ≥ 2 characters gives its n − 1 overlapping
+bigrams (``東京都庁`` → ``東京``, ``京都``, ``都庁``), a run of one character
+that character. ``min_length`` and the stop words do not apply to these
+tokens. Hangul is written with spaces and is tokenised as other letters.
+Thai, Lao, Khmer and Myanmar cannot be cut into words without a dictionary:
+they are tokenised as other letters (one token per space-separated phrase),
+and :func:`tokenize` warns once, naming the script, when that script's tokens
+longer than 20 characters are at least 1% of all tokens (counted before the
+length and stop-word filters): such text should be segmented into
+space-separated words first.
+
 The vocabulary is either given (a public vocabulary file, its words
-normalised the same way by :func:`normalise_vocab`; other words are dropped)
+normalised the same way by :func:`normalise_vocab`, Chinese and Japanese
+words kept when one or two characters long; other words are dropped)
 or built from the text: the ``max_vocab`` words with the highest document frequency among those
 in at least ``min_df`` documents (ties broken alphabetically).
 
@@ -71,6 +87,22 @@ _CONTRACTIONS_THAT_ARE_WORDS = frozenset({"cant", "wont", "hell", "shed", "shell
 _APOSTROPHES = "[\u2019\u2018\u02bc]"
 #: What separates tokens: anything but a letter (any script), a combining mark or an apostrophe.
 _SEPARATOR = r"[^\p{L}\p{M}']+"
+#: Characters of scripts written without spaces that are cut into bigrams (RE2 class body): Han, Hiragana,
+#: Katakana, and the letters of the Common script used within Japanese words (ー, half-width ｰ ﾞ ﾟ, 〆, 〱–〵).
+_CJK = r"\p{Han}\p{Hiragana}\p{Katakana}\x{30FC}\x{FF70}\x{FF9E}\x{FF9F}\x{3006}\x{3031}-\x{3035}"
+#: A CJK run: such characters, each with the combining marks after it (variation selectors, uncomposed ゙ ゚).
+_CJK_RUN = rf"(?:[{_CJK}]\p{{M}}*)+"
+#: What ``tokenize`` splits on once CJK runs are cut out: ``_SEPARATOR`` less the CJK characters, some of
+#: which are not letters (〇, the radicals) but belong to their run.
+_SPLIT = rf"[^\p{{L}}\p{{M}}'{_CJK}]+"
+#: UTF-8 lead bytes below this start no CJK character (the lowest, U+2E80, is E2 BA 80).
+_CJK_MIN_LEAD_BYTE = 0xE2
+#: Scripts written without spaces that need a dictionary to be cut into words: ``tokenize`` warns about them.
+_UNSEGMENTED_SCRIPTS = ("Thai", "Lao", "Khmer", "Myanmar")
+#: A token of those scripts longer than this many characters is probably a phrase, not a word...
+_UNSEGMENTED_LENGTH = 20
+#: ...and the text looks unsegmented when such tokens are at least this share of all tokens.
+_UNSEGMENTED_SHARE = 0.01
 
 
 def normalise_text(text: pa.Array) -> pa.Array:
@@ -89,10 +121,12 @@ def _forms(pieces: pa.Array) -> tuple[pa.Array, pa.Array]:
     return written, pc.replace_substring(pc.replace_substring_regex(written, "'s$", ""), "'", "")
 
 
-def _kept(written: pa.Array, tokens: pa.Array, min_length: int, stop: list[str] | None) -> np.ndarray:
+def _kept(written: pa.Array, tokens: pa.Array, min_length: int, stop: list[str] | None,
+          lengths: pa.Array | None = None) -> np.ndarray:
     """Which tokens are kept: ≥ ``min_length`` characters, and not a stop word as written or without its
-    apostrophes (unless that bare form is an English word itself: ``she'll`` goes, ``shell`` stays)."""
-    keep = pc.greater_equal(pc.utf8_length(tokens), min_length)
+    apostrophes (unless that bare form is an English word itself: ``she'll`` goes, ``shell`` stays).
+    ``lengths``: the tokens' ``utf8_length`` when already computed."""
+    keep = pc.greater_equal(pc.utf8_length(tokens) if lengths is None else lengths, min_length)
     if stop:
         bare = {w.replace("'", "") for w in stop if "'" in w} - _CONTRACTIONS_THAT_ARE_WORDS
         is_stop = pc.or_(pc.is_in(written, value_set=pa.array(sorted(set(stop)), pa.string())),
@@ -101,12 +135,133 @@ def _kept(written: pa.Array, tokens: pa.Array, min_length: int, stop: list[str] 
     return keep.to_numpy(zero_copy_only=False)
 
 
+def _string_buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets, bytes) of a string array: string i is ``bytes[offsets[i]:offsets[i + 1]]``."""
+    wide = pa.types.is_large_string(arr.type)
+    _, offsets, data = arr.buffers()
+    dtype = np.int64 if wide else np.int32
+    offsets = np.frombuffer(offsets, dtype, len(arr) + 1, arr.offset * np.dtype(dtype).itemsize)
+    return offsets, (np.zeros(0, np.uint8) if data is None else np.frombuffer(data, np.uint8))
+
+
+def _n_bytes(arr: pa.Array) -> int:
+    offsets, _ = _string_buffers(arr)
+    return int(offsets[-1] - offsets[0])
+
+
+def _may_hold_cjk(text: pa.Array) -> bool:
+    """False when no character of ``text`` is ≥ U+2E80, the first CJK one (UTF-8: a byte ≥ E3, or E2 then ≥ BA).
+
+    A cheap test sparing most text without CJK (Latin, Cyrillic, … with typographic punctuation) a regex pass.
+    """
+    offsets, data = _string_buffers(text)
+    data = data[offsets[0]:offsets[-1]]
+    top = data.max() if len(data) else 0
+    if top != 0xE2:
+        return bool(top > 0xE2)
+    return bool((data[np.flatnonzero(data == 0xE2) + 1] >= 0xBA).any())     # E2 leads 3 bytes: +1 is in range
+
+
+def _cjk_pieces(pieces: pa.Array) -> np.ndarray:
+    """Which pieces are CJK runs (the runs being cut out of the text, a piece is all CJK or has none)."""
+    offsets, data = _string_buffers(pieces)
+    n_bytes = np.diff(offsets)
+    first = data[np.minimum(offsets[:-1], len(data) - 1)] if len(data) else np.zeros(len(pieces), np.uint8)
+    cand = np.flatnonzero((n_bytes > 0) & (first >= _CJK_MIN_LEAD_BYTE))
+    cjk = np.zeros(len(pieces), bool)
+    if len(cand):
+        cjk[cand] = pc.match_substring_regex(pieces.take(pa.array(cand)), f"^[{_CJK}]").to_numpy(zero_copy_only=False)
+    return cjk
+
+
+def _cjk_bigrams(runs: pa.Array, run_doc: np.ndarray) -> tuple[np.ndarray, pa.Array]:
+    """(document index, token) of the overlapping character bigrams of CJK runs (one-character runs: the character).
+
+    Combining marks are dropped first. Vectorised over the UTF-8 bytes of all runs at once: a token is the
+    bytes from the start of its first character to the end of its last (≤ 8 bytes), gathered as rows of a
+    strided view and packed into a string array.
+    """
+    offsets, data = _string_buffers(runs)
+    whole = pa.array([data[offsets[0]:offsets[-1]].tobytes()], pa.large_binary()).cast(pa.large_string())
+    if pc.match_substring_regex(whole, r"\p{M}")[0].as_py():     # one scan of all runs; marks are rare
+        runs = pc.replace_substring_regex(runs, r"\p{M}+", "")
+        offsets, data = _string_buffers(runs)
+    data = data[offsets[0]:offsets[-1]]
+    n = pc.utf8_length(runs).to_numpy(zero_copy_only=False).astype(np.int64)      # characters of each run
+    char_start = np.append(np.flatnonzero((data & 0xC0) != 0x80), len(data))    # UTF-8 lead bytes, then the end
+    count = np.maximum(n - 1, 1)                                                # tokens of each run
+    ends = np.cumsum(count)
+    first = np.arange(int(ends[-1])) + np.repeat(np.cumsum(n) - n - (ends - count), count)  # a token's 1st char
+    last = first + np.repeat(n > 1, count)
+    start, length = char_start[first], char_start[last + 1] - char_start[first]
+    width = int(length.max())
+    rows = np.lib.stride_tricks.as_strided(np.concatenate([data, np.zeros(width, np.uint8)]),
+                                           (len(data) + 1, width), (1, 1))[start]
+    packed = rows if (length == width).all() else rows[np.arange(width) < length[:, None]]
+    token_offsets = np.concatenate([[0], np.cumsum(length)])
+    wide = token_offsets[-1] >= 2**31
+    tokens = pa.Array.from_buffers(pa.large_string() if wide else pa.string(), len(start),
+                                   [None, pa.py_buffer(token_offsets.astype(np.int64 if wide else np.int32)),
+                                    pa.py_buffer(packed)])
+    return np.repeat(run_doc, count), tokens
+
+
+def _warn_unsegmented(tokens: pa.Array, lengths: pa.Array, n_runs: int) -> None:
+    """One warning naming the scripts of :data:`_UNSEGMENTED_SCRIPTS` whose long tokens look like phrases.
+
+    ``tokens`` (before the length and stop-word filters) and their ``lengths`` in characters: the words of the
+    text but its CJK runs, of which there are ``n_runs``.
+    """
+    long = pc.greater(lengths, _UNSEGMENTED_LENGTH)
+    if not pc.any(long).as_py():
+        return
+    long = pc.filter(tokens, long)
+    found = [(script, int(np.count_nonzero(pc.match_substring_regex(long, rf"\p{{{script}}}")
+                                            .to_numpy(zero_copy_only=False)))) for script in _UNSEGMENTED_SCRIPTS]
+    if not any(k for _, k in found):
+        return
+    n_tokens = int(np.count_nonzero(lengths.to_numpy(zero_copy_only=False))) + n_runs
+    found = [(script, k) for script, k in found if k and k >= _UNSEGMENTED_SHARE * n_tokens]
+    if found:
+        names = " and ".join(s for s, _ in found)
+        counts = " and ".join(f"{k} in {s}" for s, k in found)
+        warnings.warn(f"{names} text looks unsegmented: of the {n_tokens} tokens, {counts} "
+                      f"{'is' if sum(k for _, k in found) == 1 else 'are'} longer than {_UNSEGMENTED_LENGTH} "
+                      f"characters (phrases, not words). {names} {'are' if len(found) > 1 else 'is'} written "
+                      "without spaces between words: the text should be segmented into space-separated words "
+                      "first (with a word segmenter for the language)", UserWarning, stacklevel=3)
+
+
 def tokenize(text: pa.Array, min_length: int = 3, stop: list[str] | None = None) -> tuple[np.ndarray, pa.Array]:
-    """(document index of each token, tokens): the module docstring's tokenisation, vectorised in pyarrow."""
-    lists = pc.split_pattern_regex(normalise_text(text), _SEPARATOR)
-    written, tokens = _forms(pc.list_flatten(lists))
-    keep = _kept(written, tokens, min_length, stop)
-    return pc.list_parent_indices(lists).to_numpy()[keep], pc.filter(tokens, pa.array(keep))
+    """(document index of each token, tokens): the module docstring's tokenisation, vectorised in pyarrow.
+
+    The words of all documents in text order, then the CJK bigrams of all documents in text order (a bag of
+    words: ``doc_of`` is not sorted when both occur). Warns (``UserWarning``, once) about text in Thai, Lao,
+    Khmer or Myanmar that looks unsegmented (module docstring).
+    """
+    if isinstance(text, pa.ChunkedArray):
+        text = text.combine_chunks()
+    norm = normalise_text(text)
+    # \0 rather than a capture group: RE2 is several times faster
+    spaced = pc.replace_substring_regex(norm, _CJK_RUN, r" \0 ") if _may_hold_cjk(norm) else norm
+    has_cjk = _n_bytes(spaced) != _n_bytes(norm)                   # a run was found: spaces were inserted
+    lists = pc.split_pattern_regex(spaced, _SPLIT) if has_cjk else pc.split_pattern_regex(norm, _SEPARATOR)
+    pieces = pc.list_flatten(lists)
+    doc_of = pc.list_parent_indices(lists).to_numpy()
+    runs = None
+    if has_cjk:
+        cjk = _cjk_pieces(pieces)
+        runs, run_doc = pc.filter(pieces, pa.array(cjk)), doc_of[cjk]
+        pieces, doc_of = pc.filter(pieces, pa.array(~cjk)), doc_of[~cjk]
+    written, tokens = _forms(pieces)
+    lengths = pc.utf8_length(tokens)
+    _warn_unsegmented(tokens, lengths, 0 if runs is None else len(runs))
+    keep = _kept(written, tokens, min_length, stop, lengths)
+    doc_of, tokens = doc_of[keep], pc.filter(tokens, pa.array(keep))
+    if runs is not None and len(runs):
+        bigram_doc, bigrams = _cjk_bigrams(runs, run_doc)
+        doc_of, tokens = np.concatenate([doc_of, bigram_doc]), pa.concat_arrays([tokens, bigrams.cast(tokens.type)])
+    return doc_of, tokens
 
 
 def normalise_vocab(words: list[str], min_length: int = 3, stop: list[str] | None = None,
@@ -118,7 +273,11 @@ def normalise_vocab(words: list[str], min_length: int = 3, stop: list[str] | Non
     normalisation (``Space`` and ``space``), and words no token can equal
     (stop words, shorter than ``min_length``, characters other than letters)
     are dropped, so the corpus's ``vocab.txt`` (whose line numbers are the
-    word ids) is the cleaned list, in the given order.
+    word ids) is the cleaned list, in the given order. A word of Chinese or
+    Japanese characters (:data:`_CJK`; combining marks dropped) is kept when
+    it is one or two characters long, a token that text makes, whatever
+    ``min_length``; a longer one, or one mixed with other letters, can equal
+    no token (text in those scripts becomes character bigrams) and is dropped.
 
     Returns
     -------
@@ -131,6 +290,16 @@ def normalise_vocab(words: list[str], min_length: int = 3, stop: list[str] | Non
     written, tokens = _forms(normalise_text(pa.array(raw, pa.string())))
     never = (~_kept(written, tokens, min_length, stop)
              | pc.match_substring_regex(tokens, _SEPARATOR).to_numpy(zero_copy_only=False))
+    has_cjk = pc.match_substring_regex(tokens, f"[{_CJK}]").to_numpy(zero_copy_only=False)
+    if has_cjk.any():   # a CJK token is a bigram or a single character, of no other letters
+        bare = pc.replace_substring_regex(tokens, r"\p{M}+", "")
+        ok = pc.and_(pc.match_substring_regex(tokens, f"^{_CJK_RUN}$"),
+                     pc.less_equal(pc.utf8_length(bare), 2)).to_numpy(zero_copy_only=False)
+        never = np.where(has_cjk, ~ok, never)
+        tokens = pc.if_else(pa.array(has_cjk), bare, tokens)
+        cjk_dropped = bool((has_cjk & ~ok).any())
+    else:
+        cjk_dropped = False
     norm = tokens.to_pylist()
     kept, seen, notes = [], set(), []
     blank, repeated, unmatched = [], [], []
@@ -148,7 +317,9 @@ def normalise_vocab(words: list[str], min_length: int = 3, stop: list[str] | Non
     for what, items in (("blank line(s) dropped", [f"line {i}" for i in blank]),
                         ("repeated word(s) dropped (after lower-casing and Unicode normalisation)", repeated),
                         (f"word(s) no token can equal dropped (stop words, fewer than {min_length} letters, "
-                         "or not letters only)", unmatched)):
+                         + ("not letters only, or Chinese/Japanese words of more than 2 characters or mixed with "
+                            "other letters: such text becomes character bigrams)" if cjk_dropped
+                            else "or not letters only)"), unmatched)):
         if items:
             notes.append(f"{source}: {len(items)} {what}: {', '.join(items[:5])}{', …' if len(items) > 5 else ''}")
     if changed:
@@ -447,7 +618,9 @@ def prepare(input_path: str | Path, text_column: str, out: str | Path, vocab: st
     prepared = prepare_counts(text, ids, load_vocab(vocab) if vocab else None, max_vocab, min_df, dp_vocab=options)
     meta = {"input": str(input_path), "text_column": text_column, "n_docs": int(prepared.counts.shape[0]),
             "vocab_size": len(prepared.vocab), **vocabulary_metadata(prepared, vocab, options),
-            "tokenizer": "NFC, lower-case, split on non-letters (any script; apostrophes kept, then dropped), length ≥ 3, English stop words removed"}
+            "tokenizer": "NFC, lower-case, split on non-letters (any script; apostrophes kept, then dropped), "
+                         "length ≥ 3, English stop words removed; Han/Hiragana/Katakana runs cut out as character "
+                         "bigrams (single characters alone)"}
     write_corpus(out, prepared.counts, shards, prepared.vocab, prepared.doc_ids,
                  {PREPARE_JSON: lambda p: p.write_text(json.dumps(meta, indent=2) + "\n")}, overwrite=overwrite)
     return prepared
