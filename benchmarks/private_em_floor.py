@@ -59,6 +59,12 @@ THRESHOLDS = (0.0, 2.0, 3.0)
 PASS_SCALE = 1.47
 
 
+
+def hard_threshold(noisy, sigma, t):
+    """Entries below ``t·σ`` set to 0, the rest kept: the hard threshold these measurements used (the
+    pipeline's ``lda_private.threshold_noisy`` has been firm since; README, *The threshold*)."""
+    return np.where(np.asarray(noisy) > t * np.asarray(sigma), noisy, 0.0)
+
 def em_statistics(counts: sp.csr_matrix, topic_word: np.ndarray, alpha: np.ndarray, norm_cap: float,
                   scales: np.ndarray | None = None):
     """``Σ_n w_n x_n ∘ φ_n`` (k×d) of one E-step from ``topic_word``, with private EM's weights (for word scales S:
@@ -88,7 +94,7 @@ def main() -> None:
         sigma = scale * m * sens
         noisy = stats + rng.normal(0.0, sigma, stats.shape)
         for thr in THRESHOLDS:
-            lam = ETA + (lda_private.threshold_noisy(noisy, sigma, thr) if thr else np.maximum(noisy, 0.0))
+            lam = ETA + (hard_threshold(noisy, sigma, thr) if thr else np.maximum(noisy, 0.0))
             rows.append({"release": "em", "multiplier": scale * m, "multiplier_over_eps1": scale, "threshold": thr,
                          "l1": lda.matched_l1(lam / lam.sum(1, keepdims=True), c.topic_word)[0]})
             print(rows[-1], flush=True)
@@ -100,7 +106,7 @@ def main() -> None:
                  "l1": lda.matched_l1(scaled / scaled.sum(1, keepdims=True), c.topic_word)[0]})
     for scale in SCALES + (PASS_SCALE,):
         sigma = scale * m * sens
-        lam = ETA + lda_private.threshold_noisy((scaled * S + rng_s.normal(0.0, sigma, S.shape)) / S, sigma / S, 2.0)
+        lam = ETA + hard_threshold((scaled * S + rng_s.normal(0.0, sigma, S.shape)) / S, sigma / S, 2.0)
         rows.append({"release": "em", "word_scales": "topics+frequencies", "multiplier": scale * m,
                      "multiplier_over_eps1": scale, "threshold": 2.0,
                      "l1": lda.matched_l1(lam / lam.sum(1, keepdims=True), c.topic_word)[0]})
@@ -133,7 +139,7 @@ def main() -> None:
                  "what": "non-private one E-step from the private default's output at ε = 1"})
     for share in SHARES:
         sigma = m / np.sqrt(share) * sens
-        lam = ETA + lda_private.threshold_noisy(stats + rng.normal(0.0, sigma, stats.shape), sigma, 2.0)
+        lam = ETA + hard_threshold(stats + rng.normal(0.0, sigma, stats.shape), sigma, 2.0)
         rows.append({"release": "em-from-default", "multiplier": m / np.sqrt(share), "budget_share": share,
                      "threshold": 2.0, "l1": lda.matched_l1(lam / lam.sum(1, keepdims=True), c.topic_word)[0]})
         print(rows[-1], flush=True)

@@ -351,8 +351,9 @@ def fit_spectral_private(backend: Backend, vocab_size: int, params: SpectralPara
     return PrivateSpectral(result, ledger, n_hat, tokens_hat, {"m1": c1, "m2": c2, "m3": c3})
 
 
-#: Noisy EM statistics below this many noise standard deviations are set to 0 (post-processing).
-#: Measured on synthetic corpora (d = 5,000): 2σ beats the floor at 0 by ~1.5× in topic L1.
+#: Threshold ``t`` (in noise deviations) of the noisy EM statistics and unmixing solves (post-processing,
+#: ``lda_private.threshold_noisy``: firm, 0 below 0.75t, kept above 1.5t). Measured on synthetic corpora
+#: (d = 5,000): the hard threshold at 2σ (before the firm one) beat the floor at 0 by ~1.5× in topic L1.
 EM_THRESHOLD = 2.0
 #: Default working vocabulary per topic when EM extends the topics to every word.
 WORKING_VOCAB_PER_TOPIC = 100
@@ -389,7 +390,7 @@ def refine_em_private(backend: Backend, topic_word: np.ndarray, alpha: np.ndarra
                           accounting.gaussian_event(multiplier, n_iter), NEIGHBOUR,
                           f"Σ_n w_n (x_n∘φ_n)∘S (k×d) per EM iteration, w_n = {norm_cap:.4g}/‖(x_n∘φ_n)∘S‖_F, "
                           f"word scales S = b^(-{scale_power:.3g}) from the current topics and the scan "
-                          f"(word_scales); divided by S, entries below {threshold:g}σ/S set to 0"))
+                          f"(word_scales); divided by S, " + lda_private.threshold_note(threshold, "σ/S")))
     lam = refine.init_lambda(topic_word, alpha, tokens_hat, eta)
     key = time.time_ns()
     secs = []
@@ -470,7 +471,7 @@ def unmix_tail_private(view: ColumnBackend, topic_word: np.ndarray, alpha: np.nd
         previous = np.zeros((start.shape[0], parts[0][0].shape[1]))    # Q is k×d
         previous[:, view.columns] = topic_word
     return _release_unmix(parts, "tail", norm_cap, noise, f"unique entries of Σ_n w_n l_n θ̂_nθ̂_nᵀ (k×k), {rule}",
-                          f"Σ_n w_n θ̂_n x_nᵀ (k×d), {rule}; β̂ = G⁻¹Q, entries below {threshold:g}σ set to 0"
+                          f"Σ_n w_n θ̂_n x_nᵀ (k×d), {rule}; β̂ = G⁻¹Q, " + lda_private.threshold_note(threshold)
                           + _DIAGONAL_NOTE[single_topic], threshold, symmetric=True, diagonal=single_topic,
                           previous=previous)
 
@@ -528,7 +529,7 @@ def unmix_private(backend: Backend, start: lda_private.UnmixedTopics, alpha: np.
         solved = _release_unmix(parts, "unmix", norm_cap, noise,
                                 f"Σ_n w_n l_n g_n θ̂_nᵀ (k×k, all entries) per pass, {rule}",
                                 f"Σ_n w_n (g_n x_nᵀ)∘S (k×d) per pass, {rule}; β̂ = G⁻¹(Q/S)"
-                                + combine_note + f", entries below {threshold:g}σ set to 0"
+                                + combine_note + ", " + lda_private.threshold_note(threshold)
                                 + _DIAGONAL_NOTE[single_topic], threshold,
                                 symmetric=False, scales=scales, diagonal=single_topic, previous=topic_word)
         start = lda_private.combine_unmixed(start, solved, threshold)

@@ -286,7 +286,9 @@ def test_mixture_topics_floors_only_the_zeroed_entries():
 def test_combine_unmixed_by_hand():
     # Two solves of one topic over 4 words. D = y_e − y_l = (0.2, −0.2, 0.2, −0.2): mean D² = 0.04, mean n_l² =
     # 0.01, mean n_e² = 0.01, so κ = (0.04 − 0.01)/0.01 = 3 and the precisions are 1/0.03 and 1/0.01: weights
-    # ¼ and ¾, deviation (1/0.03 + 1/0.01)^{-1/2} = 0.0866. Entries below 2 of that (0.173) are set to 0.
+    # ¼ and ¾, deviation (1/0.03 + 1/0.01)^{-1/2} = 0.0866. Firm threshold at 1.5 and 3 of that (0.130, 0.260):
+    # 0.05 → 0, 0.45 kept, 0.15 and 0.25 on the ramp 3·dev(y − 1.5·dev)/(1.5·dev) = 2y − 3·dev; the row is
+    # divided by their sum 1.25 − 6·dev, and so is the deviation.
     earlier = lda_private.UnmixedTopics(np.zeros((1, 4)), np.array([[0.6, 0.0, 0.4, -0.1]]), np.full((1, 4), 0.1))
     later = lda_private.UnmixedTopics(np.zeros((1, 4)), np.array([[0.4, 0.2, 0.2, 0.1]]), np.full((1, 4), 0.1))
     got = lda_private.combine_unmixed(earlier, later, threshold=2.0)
@@ -294,8 +296,9 @@ def test_combine_unmixed_by_hand():
     dev = (1 / 0.03 + 1 / 0.01) ** -0.5
     np.testing.assert_allclose(got.solve, solve)
     np.testing.assert_allclose(got.solve_deviation, np.full((1, 4), dev))
-    np.testing.assert_allclose(got.topic_word, [[0.45 / 0.7, 0.0, 0.25 / 0.7, 0.0]])
-    np.testing.assert_allclose(got.deviation, np.full((1, 4), dev / 0.7))
+    mass = 1.25 - 6 * dev
+    np.testing.assert_allclose(got.topic_word, [[0.45 / mass, (0.3 - 3 * dev) / mass, (0.5 - 3 * dev) / mass, 0.0]])
+    np.testing.assert_allclose(got.deviation, np.full((1, 4), dev / mass))
     # Solves that agree within their noise: κ = 1 (never below), plain inverse-variance weights.
     same = lda_private.UnmixedTopics(later.topic_word, later.solve, np.full((1, 4), 0.2))
     np.testing.assert_allclose(lda_private.combine_unmixed(same, later, 2.0).solve, later.solve)
@@ -403,10 +406,10 @@ def test_combine_unmixed_removes_a_mixing_bias():
 def test_single_topic_private_fit_takes_the_unmixing_pass(fixed_entropy):
     # The single-topic model's private default is the spectral stage then unmixing passes with one-hot
     # posterior modes (exact for this model). On this corpus at ε = 16, over 10 noise seeds: L1 0.024–0.025
-    # with the two default passes (0.0240–0.0252 with the solves' mixing aligned, lda_private.align_mixing;
-    # 0.0239–0.0251 before; one pass gave 0.024–0.025 with both whitening forms), 0.082–0.092 without
-    # (power-method whitening), 0.021 non-private; the bound 1.5× non-private has a 27% margin over the
-    # largest of the 10.
+    # with the two default passes (0.0239–0.0249 with the firm threshold, lda_private.threshold_noisy;
+    # 0.0240–0.0252 with the hard one and the solves' mixing aligned, lda_private.align_mixing; 0.0239–0.0251
+    # before; one pass gave 0.024–0.025 with both whitening forms), 0.082–0.092 without (power-method
+    # whitening), 0.021 non-private; the bound 1.5× non-private has a 29% margin over the largest of the 10.
     c = sample_corpus(10_000, 500, 5, np.random.default_rng(7), model="stm", doc_length=100)
     base = api.fit_lda(c.counts, 5, backend="local", model="stm", seed=0, progress=False, coherence=False)
     m = api.fit_lda(c.counts, 5, backend="local", model="stm", epsilon=16.0, delta=1e-6, progress=False)
@@ -483,14 +486,16 @@ def test_scaled_unmix_noise_level():
     Ginv = np.linalg.inv(G)
     draws = np.einsum("ij,njv->niv", Ginv, rng.normal(0.0, 2.0, (20_000, K, D)) / S)
     np.testing.assert_allclose(draws.std(axis=0), 2.0 * np.sqrt((Ginv ** 2) @ S ** -2.0), rtol=0.025)
-    # The threshold uses exactly that level: entries at 1.01 t·sd survive, those at 0.99 t·sd do not.
+    # The firm threshold uses exactly that level (t = 2: ends a = 1.5·sd, b = 3·sd): entries at 0.99a go to 0,
+    # those at 1.01a and at the ramp's middle 2.25·sd to b(y − a)/(b − a) = 2y − 3·sd, those at 3.3·sd stay.
     sd = 2.0 * np.sqrt((Ginv ** 2) @ S ** -2.0)
-    B = np.where(rng.random((K, D)) < 0.5, 1.01, 0.99) * 2.0 * sd
+    levels = np.array([0.99 * 1.5, 1.01 * 1.5, 2.25, 3.3])
+    B = levels[rng.integers(0, 4, (K, D))] * sd
     B[:, 0] = 10.0 * sd[:, 0]                                 # every topic keeps a word
     got = lda_private.unmix_topics((G @ B) * S, G, 2.0, 2.0, symmetric=False, scales=S)   # G⁻¹(Q/S) = B
-    keep = B > 2.0 * sd
-    mass = np.where(keep, B, 0).sum(1, keepdims=True)
-    np.testing.assert_allclose(got.topic_word, np.where(keep, B, 0) / mass)
+    firm = np.where(B < 1.5 * sd, 0.0, np.where(B > 3.0 * sd, B, 2.0 * B - 3.0 * sd))
+    mass = firm.sum(1, keepdims=True)
+    np.testing.assert_allclose(got.topic_word, firm / mass)
     np.testing.assert_allclose(got.deviation, sd / mass)
 
 
@@ -589,7 +594,19 @@ def test_working_columns_and_embedding():
     np.testing.assert_allclose(full[0, [0, 2, 5]], (1 - share) * np.array([0.05, 0.0, 0.06]) / 0.11)
     with pytest.raises(ValueError, match="working_vocab"):
         lda_private.working_columns(f, 7)
-    np.testing.assert_array_equal(lda_private.threshold_noisy(np.array([-1.0, 1.0, 2.5]), 1.0, 2.0), [0, 0, 2.5])
+
+
+def test_threshold_noisy_is_firm():
+    # t = 2, σ = 1: 0 up to 1.5σ, the entry itself from 3σ, linear between (3(y − 1.5)/1.5), so continuous;
+    # per-entry σ scales both ends; t = 0 is the floor at 0.
+    y = np.array([-1.0, 1.0, 1.5, 2.0, 2.5, 3.0, 7.0])
+    np.testing.assert_allclose(lda_private.threshold_noisy(y, 1.0, 2.0), [0, 0, 0, 1.0, 2.0, 3.0, 7.0])
+    np.testing.assert_allclose(lda_private.threshold_noisy(2 * y, np.full(7, 2.0), 2.0),
+                               2 * np.array([0, 0, 0, 1.0, 2.0, 3.0, 7.0]))
+    np.testing.assert_array_equal(lda_private.threshold_noisy(y, 1.0, 0.0), np.maximum(y, 0))
+    np.testing.assert_array_equal(lda_private.threshold_noisy(y, np.inf, 2.0), np.zeros(7))   # rows kept from a start
+    grid = np.linspace(0, 5, 5001)
+    assert np.abs(np.diff(lda_private.threshold_noisy(grid, 1.0, 2.0))).max() <= 2.0 * (grid[1] - grid[0]) + 1e-12
 
 
 def test_neighbour_reaches_the_m1_and_m2_bounds():
@@ -824,11 +841,12 @@ def corpus_p():
 @pytest.mark.parametrize("mechanism, whitening", [("whitened", None), ("power", None), ("whitened", "power")])
 def test_large_epsilon_recovers_topics(corpus_p, mechanism, whitening):
     # Five seeds (1–5) measured L1 at ε = 50 against 0.016 non-private, with the two default unmixing
-    # passes: whitened / power mechanism 0.0160–0.0195 / 0.0166–0.0184 with the dense whitening (the
-    # default here), whitened 0.0151–0.0165 with the power-method whitening (before the solves' mixing
-    # was aligned, lda_private.align_mixing: 0.0160–0.0196 / 0.0165–0.0186 / 0.0152–0.0165; one pass:
-    # 0.019–0.022 / 0.017–0.023, and 0.016–0.018). Tolerance: 1.5× the non-private error (0.024), 23%
-    # above the largest of the 15 (it was 2× with one pass).
+    # passes: whitened / power mechanism 0.0160–0.0194 / 0.0165–0.0183 with the dense whitening (the
+    # default here), whitened 0.0150–0.0165 with the power-method whitening (0.0160–0.0195 / 0.0166–0.0184
+    # / 0.0151–0.0165 with the hard threshold instead of the firm one, lda_private.threshold_noisy;
+    # before the solves' mixing was aligned, lda_private.align_mixing: 0.0160–0.0196 / 0.0165–0.0186 /
+    # 0.0152–0.0165; one pass: 0.019–0.022 / 0.017–0.023, and 0.016–0.018). Tolerance: 1.5× the
+    # non-private error (0.024), 24% above the largest of the 15 (it was 2× with one pass).
     base = api.fit_lda(corpus_p.counts, 5, backend="local", seed=0, progress=False, coherence=False)
     m = api.fit_lda(corpus_p.counts, 5, backend="local", epsilon=50, delta=1e-6, seed=1, reproducible=True,
                     progress=False, mechanism=mechanism, whitening=whitening)
@@ -860,16 +878,17 @@ def test_tensor_clip_keeps_alpha_near_the_truth():
 
 
 def test_working_vocabulary_fit(corpus_p):
-    # 20 seeds measured L1 0.0153–0.0192 (median 0.0162) with the spectral stage on the 100 most frequent
+    # 20 seeds measured L1 0.0153–0.0191 (median 0.0161) with the spectral stage on the 100 most frequent
     # of 200 words (dense whitening), the tail release and two unmixing passes on all, their solves
-    # aligned (lda_private.align_mixing) and averaged with the tail's (0.016 non-private on all 200;
-    # 0.0152–0.0192, median 0.0163, before the alignment). With one pass: 0.0164–0.0259, median 0.0196
+    # aligned (lda_private.align_mixing), averaged with the tail's and firm-thresholded
+    # (lda_private.threshold_noisy) (0.016 non-private on all 200; 0.0153–0.0192, median 0.0162, with the
+    # hard threshold; 0.0152–0.0192, median 0.0163, before the alignment). With one pass: 0.0164–0.0259, median 0.0196
     # (0.0163–0.0258 without that average, lda_private.combine_unmixed; 0.0167–0.0259, median 0.020, before
     # the pass's E-step floored the start's zeroed entries, lda_private.mixture_topics; with the
     # power-method whitening 0.0175–0.026, median 0.019; without the pass's word scales: 0.020–0.029,
     # median 0.024; with the unmixing weights also clipped at 1 instead of scaling every document to C:
     # 0.017–0.036, median 0.025). Tolerance: 1.5× the non-private error (0.024), above the largest of
-    # the 20 by 25% (it was 2.1× with one pass).
+    # the 20 by 26% (it was 2.1× with one pass).
     base = api.fit_lda(corpus_p.counts, 5, backend="local", seed=0, progress=False, coherence=False)
     m = api.fit_lda(corpus_p.counts, 5, backend="local", epsilon=50, delta=1e-6, seed=1, reproducible=True,
                     progress=False, working_vocab=100)

@@ -76,7 +76,7 @@ __all__ = [
     "log_grid", "histogram", "quantile_from_histogram", "doc_norms", "tensor_norm_bound",
     "clip_factors", "assemble_tensor", "assemble_tensor_apply", "whitening_noise_level", "em_sensitivity",
     "SCAN_SENSITIVITY", "WORD_SCALE_POWER",
-    "count_norms", "working_columns", "embed_topics", "threshold_noisy", "unmix_weights", "tail_statistics",
+    "count_norms", "working_columns", "embed_topics", "threshold_noisy", "threshold_note", "unmix_weights", "tail_statistics",
     "tail_sensitivities", "UNMIX_SHARPEN", "pass_weights", "pass_norms", "unmix_pass_statistics", "unmix_topics",
     "word_scales",
     "UnmixedTopics", "MIXTURE_FLOOR", "mixture_topics", "unmix_diagonal", "ALIGN_MAX_NOISE", "ALIGN_MAX_CONDITION",
@@ -609,8 +609,8 @@ class UnmixedTopics:
     Attributes
     ----------
     topic_word : ndarray (k, d)
-        Rows normalised; entries below the threshold set to 0, so each solved
-        row is the solve's kept entries over their sum.
+        Rows normalised; the solve firm-thresholded (:func:`threshold_noisy`),
+        so each solved row is those entries over their sum.
     solve : ndarray (k, d) or None
         The solve before thresholding and normalising (``G⁻¹(Q/S)``); 0 on a
         row kept from the release's start. ``None`` for topics not solved
@@ -627,12 +627,16 @@ class UnmixedTopics:
     @property
     def deviation(self) -> np.ndarray | None:
         """Each entry's noise deviation on ``topic_word``'s scale: ``solve_deviation`` over the row's
-        normaliser (the sum of the solve's entries ``topic_word`` keeps); 0 on a row kept from the start;
-        ``None`` without a solve."""
+        normaliser (the sum of the thresholded solve, which ``topic_word`` is divided by: the smallest
+        ``solve/topic_word`` over the entries kept, reached on those kept whole, as
+        :func:`threshold_noisy` only shrinks); 0 on a row kept from the start; ``None`` without a solve."""
         if self.solve_deviation is None:
             return None
         sd = np.asarray(self.solve_deviation, dtype=np.float64)
-        mass = np.where(np.asarray(self.topic_word) > 0, self.solve, 0.0).sum(axis=1, keepdims=True)
+        tw = np.asarray(self.topic_word, dtype=np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            mass = np.where(tw > 0, np.asarray(self.solve, dtype=np.float64) / tw, np.inf).min(axis=1, keepdims=True)
+        mass = np.where(np.isfinite(mass), mass, 0.0)
         return np.divide(sd, mass, out=np.zeros_like(sd), where=np.isfinite(sd) & (mass > 0))
 
 
@@ -644,7 +648,7 @@ def mixture_topics(start: UnmixedTopics, floor: float = MIXTURE_FLOOR) -> np.nda
     """The topics an unmixing pass estimates each document's ``θ̂_n`` under: ``start``'s, with every entry
     its solve set to 0 raised to ``floor`` times that entry's noise deviation, rows normalised (post-processing).
 
-    Why: the solve zeroes every entry below 2 noise deviations, so a word
+    Why: the solve zeroes every entry below 1.5 noise deviations, so a word
     whose true weight in a topic is small but not negligible sits at 0
     there, and the E-step (responsibilities ``∝ θ_i β_iv``) can give its
     tokens only to topics that kept it, pulling ``θ̂_n`` toward them. A zeroed
@@ -677,8 +681,8 @@ def unmix_topics(Q: np.ndarray, G: np.ndarray, sigma_q: float, threshold: float,
     With word scales ``S`` (:func:`unmix_pass_statistics`; all ones by
     default) the solve is ``β̂ = G⁻¹(Q/S)``, whose entry ``(i, v)`` carries
     noise of standard deviation ``σ_Q (Σ_j (G⁻¹)_ij²/S_jv²)^{1/2}``
-    (``σ_Q ‖(G⁻¹)_i‖₂`` unscaled); entries below ``threshold`` of those are
-    set to 0 (post-processing, as :func:`threshold_noisy`). ``symmetric``: ``G`` is
+    (``σ_Q ‖(G⁻¹)_i‖₂`` unscaled); entries are firm-thresholded at
+    ``threshold`` of those (post-processing, :func:`threshold_noisy`). ``symmetric``: ``G`` is
     a Gram matrix (:func:`tail_statistics`) and must be positive definite;
     otherwise (:func:`unmix_pass_statistics`) its eigenvalues must have
     positive real parts (as when each topic dominates the documents assigned
@@ -724,8 +728,8 @@ def unmix_diagonal(Q: np.ndarray, g: np.ndarray, sigma_q: float, sigma_g: float,
                    scales: np.ndarray | None = None, previous: np.ndarray | None = None) -> UnmixedTopics:
     """Topics from a noisy unmixing release whose ``G`` is diagonal by construction (single-topic ``θ̂``).
 
-    Row ``i`` is ``Q_i/(S_i g_i)`` with entries below ``threshold`` of their
-    deviations ``σ_Q/(S_iv g_i)`` set to 0, normalised; ``G``'s noisy
+    Row ``i`` is ``Q_i/(S_i g_i)`` firm-thresholded at ``threshold`` of its
+    entries' deviations ``σ_Q/(S_iv g_i)`` (:func:`threshold_noisy`), normalised; ``G``'s noisy
     off-diagonal entries are not used (post-processing). A topic whose noisy
     ``g_i`` is not above ``threshold·σ_G``, or that keeps no word, received
     no documents above the noise: the start put no document there (as when
@@ -824,10 +828,10 @@ def combine_unmixed(earlier: UnmixedTopics, later: UnmixedTopics, threshold: flo
     (:func:`align_mixing`), which removes the part of its bias that is a k×k
     mixing; κ measures what is left.
     The average is ``(y_e/(κ n_e²) + y_l/n_l²)/(1/(κ n_e²) + 1/n_l²)`` with
-    deviation ``(1/(κ n_e²) + 1/n_l²)^{-1/2}``; entries below ``threshold``
-    of that are set to 0, as in :func:`unmix_topics`. Rows kept from a
+    deviation ``(1/(κ n_e²) + 1/n_l²)^{-1/2}``, firm-thresholded at
+    ``threshold`` of that, as in :func:`unmix_topics`. Rows kept from a
     start (``solve_deviation`` infinite) take the other solve alone; a row
-    neither solved, or with no entry above the threshold, is ``later``'s, as
+    neither solved, or with no entry left by the threshold, is ``later``'s, as
     is everything when either has no solve (a spectral start).
 
     Why: the private default's tail release spends ≈ 22% of the budget and
@@ -915,13 +919,43 @@ def embed_topics(topic_word: np.ndarray, columns: np.ndarray, frequencies: np.nd
     return out
 
 
-def threshold_noisy(noisy: np.ndarray, sigma: float, t: float) -> np.ndarray:
-    """Hard-threshold a noisy nonnegative release at ``t·σ`` (post-processing).
+#: Firm threshold of :func:`threshold_noisy`: its ends as fractions of the threshold ``t`` (``t = 2``: 1.5σ and 3σ).
+FIRM_LOW, FIRM_HIGH = 0.75, 1.5
 
-    Entries the noise alone would reach (below ``t`` standard deviations) are
-    set to 0. With ``t = 0`` this is the floor at 0.
+
+def threshold_note(t: float, unit: str = "σ") -> str:
+    """The ledger's words for :func:`threshold_noisy` at ``t`` (deviations in ``unit``)."""
+    return (f"entries firm-thresholded (threshold_noisy): 0 below {FIRM_LOW * t:g}{unit}, kept above "
+            f"{FIRM_HIGH * t:g}{unit}, linear between")
+
+
+def threshold_noisy(noisy: np.ndarray, sigma: float | np.ndarray, t: float) -> np.ndarray:
+    """Firm-threshold a noisy nonnegative release at ``t·σ`` (post-processing).
+
+    Entries below ``a = FIRM_LOW·t·σ`` are set to 0, entries above
+    ``b = FIRM_HIGH·t·σ`` kept, and those between mapped linearly from 0 at
+    ``a`` to ``b`` at ``b``: ``b(y − a)/(b − a)`` (firm shrinkage, Gao &
+    Bruce 1997, between the hard threshold (``a = b``) and the soft one
+    (``b = ∞``)). With ``t = 2``: 0 below 1.5σ, the entry itself above 3σ.
+    ``t = 0`` is the floor at 0.
+
+    Why: the hard threshold at 2σ keeps an entry at 2.1σ whole, though it is
+    as likely noise as signal, and drops one at 1.9σ whole. The private
+    default's L1 with firm (1.5σ, 3σ) instead of hard 2σ everywhere (the tail,
+    the passes, their averages): 0.0296 → 0.0292 at ε = 1, N = 10⁶
+    (``lda_privacy_utility`` corpus, noise seed 1); on 8 synthetic corpora
+    (N = 10⁵, d = 2,000, ε = 1 / 2 / 4 / 8, noise seed 0) 0.5–2.4% better in 25
+    of 27 fits, 0.7% worse on Dirichlet(0.5) topics at ε = 4 and 8
+    (README, How it works). Soft thresholds, the non-negative garrote and
+    firm ends chosen per topic by SURE (which targets squared error) did
+    worse in L1 on the same solves.
     """
-    return np.where(noisy > t * sigma, noisy, 0.0)
+    y = np.asarray(noisy, dtype=np.float64)
+    s = np.asarray(sigma, dtype=np.float64)
+    a, b = FIRM_LOW * t * s, FIRM_HIGH * t * s
+    with np.errstate(invalid="ignore"):   # σ = inf (a row kept from a start): every entry is below a
+        ramp = b * (y - a) / np.where(b > a, b - a, 1.0)
+    return np.where(y <= a, 0.0, np.where(y >= b, y, ramp))
 
 
 @dataclass(frozen=True)
