@@ -18,7 +18,10 @@ from hypothesis import strategies as st
 from distdp import cli
 from distdp.io import corpus as cio
 from distdp.io.atomic import atomic_directory
-from distdp.io.prepare import normalise_vocab, prepare, prepare_counts, read_text_column, stop_words, tokenize
+from distdp.io.prepare import (DPVocabOptions, build_vocab, normalise_vocab, prepare, prepare_counts,
+                               read_text_column, stop_words, tokenize, vocabulary_privacy)
+from distdp.privacy.ledger import BudgetNotMetError
+from distdp.privacy.vocabulary import dp_select_vocabulary
 
 
 def tokens_of(*texts):
@@ -323,3 +326,145 @@ def test_cjk_tokens_are_the_bigrams_of_each_run(texts, min_length):
              for w in "".join(c.lower() if c.isalpha() and c not in CJK_ALPHABET else " " for c in text).split()
              if len(w) >= min_length]
     assert rest == words
+
+
+# --------------------------------------------------------------------------- max_df: words too common to be useful
+# 10 documents: "reuters" in all 10, "rocket" in 9, "orbit" in 5, "launch" in 3, "comet" in 1
+NEWS = ["reuters rocket orbit launch"] * 3 + ["reuters rocket orbit"] * 2 + ["reuters rocket"] * 4 + \
+       ["reuters comet"]
+
+
+def vocab_of(texts, **kwargs):
+    return prepare_counts(pa.array(texts), np.arange(len(texts)).astype(str), **kwargs).vocab
+
+
+def test_max_df_drops_words_in_too_many_documents():
+    assert vocab_of(NEWS, min_df=1) == ["reuters", "rocket", "orbit", "launch", "comet"]
+    assert vocab_of(NEWS, min_df=1, max_df=1.0) == ["reuters", "rocket", "orbit", "launch", "comet"]
+    # df ≤ max_df·N is kept (as in scikit-learn): "rocket", in exactly 0.9 × 10 documents, stays
+    assert vocab_of(NEWS, min_df=1, max_df=0.9) == ["rocket", "orbit", "launch", "comet"]
+    assert vocab_of(NEWS, min_df=1, max_df=0.89) == ["orbit", "launch", "comet"]
+    assert vocab_of(NEWS, min_df=2, max_df=0.5) == ["orbit", "launch"]
+    # documents without any word count in N: 10 more empty documents make "reuters" ≤ 0.5 × 20
+    assert vocab_of(NEWS + [""] * 10, min_df=2, max_df=0.5) == ["reuters", "rocket", "orbit", "launch"]
+    # a decimal fraction keeps the count it names, although 0.57 * 100 == 56.99999999999999 in floating point
+    texts = ["common"] * 57 + ["rover extra"] * 43
+    assert vocab_of(texts, min_df=1, max_df=0.57) == ["common", "extra", "rover"]
+    assert vocab_of(texts, min_df=1, max_df=0.56) == ["extra", "rover"]
+    assert build_vocab(*tokenize(pa.array(texts), 3, stop_words()), 5, 1, 0.56, 100) == ["extra", "rover"]
+    with pytest.raises(ValueError, match="n_docs"):
+        build_vocab(*tokenize(pa.array(texts), 3, stop_words()), 5, 1, 0.56)
+
+
+def test_max_df_filters_before_the_max_vocab_cut():
+    assert vocab_of(NEWS, min_df=1, max_vocab=2) == ["reuters", "rocket"]
+    # "reuters" removed by max_df frees its slot for the next word, as in scikit-learn
+    assert vocab_of(NEWS, min_df=1, max_vocab=2, max_df=0.9) == ["rocket", "orbit"]
+    assert vocab_of(NEWS, min_df=1, max_vocab=2, max_df=0.6) == ["orbit", "launch"]
+
+
+@pytest.mark.parametrize("bad", [0, 0.0, -0.1, 1.5, 2, float("nan"), float("inf"), True, "0.5", None])
+def test_invalid_max_df_is_refused(tmp_path, bad):
+    with pytest.raises(ValueError, match=r"max_df \(--max-df\) must be a fraction .* in \(0, 1\].*got "):
+        vocab_of(NEWS, min_df=1, max_df=bad)
+    # prepare checks it before reading any file
+    with pytest.raises(ValueError, match="max_df"):
+        prepare(tmp_path / "missing.parquet", "body", tmp_path / "c", max_df=bad)
+    with pytest.raises(ValueError, match="max_df"):
+        dp_select_vocabulary(np.array([0, 1]), np.array([0, 1]), ["aaa", "bbb"], epsilon=1.0, delta=1e-6,
+                             max_df=bad, n_docs=2, rng=np.random.default_rng(0))
+    assert not (tmp_path / "c").exists()
+
+
+def test_max_df_leaving_too_few_words_says_which_option_to_relax():
+    with pytest.raises(ValueError, match=r"--max-df 0.5 leaves 1 word\(s\).*raise --max-df"):
+        vocab_of(["reuters rocket", "reuters rocket", "reuters orbit"], min_df=1, max_df=0.5)
+    # too few words without max_df: the message it always was
+    with pytest.raises(ValueError, match="only 1 word"):
+        vocab_of(["reuters rocket", "reuters orbit"], min_df=2, max_df=0.5)
+
+
+def test_cli_passes_max_df_and_prepare_json_records_it(tmp_path, capsys):
+    pq.write_table(pa.table({"body": NEWS}), tmp_path / "news.parquet")
+    base = ["prepare", str(tmp_path / "news.parquet"), "--text-column", "body"]
+    assert cli.main([*base, "--out", str(tmp_path / "c"), "--min-df", "1", "--max-df", "0.9"]) == 0, \
+        capsys.readouterr().err
+    assert (tmp_path / "c" / "vocab.txt").read_text(encoding="utf-8").split() == ["rocket", "orbit", "launch", "comet"]
+    meta = json.loads((tmp_path / "c" / "prepare.json").read_text(encoding="utf-8"))
+    assert meta["max_df"] == 0.9 and meta["min_df"] == 1
+    # default: no filter, recorded as 1.0
+    assert cli.main([*base, "--out", str(tmp_path / "d")]) == 0
+    assert (tmp_path / "d" / "vocab.txt").read_text(encoding="utf-8").split() == ["reuters", "rocket", "orbit",
+                                                                                  "launch"]
+    meta = json.loads((tmp_path / "d" / "prepare.json").read_text(encoding="utf-8"))
+    assert meta["max_df"] == 1.0 and meta["min_df"] == 2
+    # a bad value: exit 2 naming the option, nothing written
+    capsys.readouterr()
+    assert cli.main([*base, "--out", str(tmp_path / "e"), "--max-df", "1.5"]) == 2
+    assert "--max-df" in capsys.readouterr().err and not (tmp_path / "e").exists()
+
+
+def test_max_df_with_a_public_vocabulary_is_an_error(tmp_path, capsys):
+    pq.write_table(pa.table({"body": NEWS}), tmp_path / "news.parquet")
+    (tmp_path / "v.txt").write_text("reuters\nrocket\norbit\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"--max-df 0.5 .*public --vocab is kept as given"):
+        prepare(tmp_path / "news.parquet", "body", tmp_path / "c", vocab=tmp_path / "v.txt", max_df=0.5)
+    with pytest.raises(ValueError, match="--max-df 0.5"):
+        vocab_of(NEWS, vocab=["reuters", "rocket"], max_df=0.5)
+    code = cli.main(["prepare", str(tmp_path / "news.parquet"), "--text-column", "body", "--out",
+                     str(tmp_path / "c"), "--vocab", str(tmp_path / "v.txt"), "--max-df", "0.5"])
+    assert code == 2 and "public --vocab" in capsys.readouterr().err and not (tmp_path / "c").exists()
+    # max_df 1 (the default) is no filter, so it goes with a vocabulary; neither limit is recorded there
+    res = prepare(tmp_path / "news.parquet", "body", tmp_path / "c", vocab=tmp_path / "v.txt", max_df=1.0)
+    assert res.vocab == ["reuters", "rocket", "orbit"]
+    meta = json.loads((tmp_path / "c" / "prepare.json").read_text(encoding="utf-8"))
+    assert meta["max_df"] is None and meta["min_df"] is None
+
+
+@pytest.fixture()
+def wire_file(tmp_path):
+    """400 documents: "reuters" in every one, three of eight other words in each (about 150 documents each)."""
+    rng = np.random.default_rng(1)
+    common = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"]
+    texts = ["reuters " + " ".join(rng.choice(common, 3, replace=False)) for _ in range(400)]
+    pq.write_table(pa.table({"body": texts}), tmp_path / "wire.parquet")
+    return tmp_path / "wire.parquet", common
+
+
+def test_dp_selection_applies_max_df_to_noisy_frequencies_at_no_privacy_cost(tmp_path, wire_file):
+    """Seeded noise (σ ≈ 10, τ ≈ 56 at ε = 2, δ = 1e-6, L0 = 10): "reuters" (df 400) is 8σ above 0.8 × 400; the
+    others (df ≈ 150) are more than 15σ below it and more than 9σ above τ."""
+    path, common = wire_file
+    dp = dict(dp_vocab_epsilon=2.0, dp_vocab_delta=1e-6, max_words_per_doc=10, seed=5, reproducible=True)
+    full = prepare(path, "body", tmp_path / "full", **dp)
+    cut = prepare(path, "body", tmp_path / "cut", max_df=0.8, **dp)
+    assert "reuters" in full.vocab and "reuters" not in cut.vocab
+    # the same noise: the filtered vocabulary is the full one less "reuters", in the same order
+    assert cut.vocab == [w for w in full.vocab if w != "reuters"] and set(cut.vocab) == set(common)
+    vp_full, vp_cut = vocabulary_privacy(tmp_path / "full"), vocabulary_privacy(tmp_path / "cut")
+    assert (vp_full["max_df"], vp_full["n_above_max_df"]) == (1.0, 0)
+    assert (vp_cut["max_df"], vp_cut["n_above_max_df"]) == (0.8, 1)
+    # post-processing: the recorded privacy (epsilon, delta, noise, threshold, ledger release) is identical
+    for key in ("epsilon", "delta", "delta_gaussian", "delta_threshold", "noise_sigma", "threshold", "sensitivity",
+                "n_candidates_released", "release", "private"):
+        assert vp_cut[key] == vp_full[key], key
+    assert set(vp_full) == set(vp_cut)
+    meta = json.loads((tmp_path / "cut" / "prepare.json").read_text(encoding="utf-8"))
+    assert meta["max_df"] == 0.8 and meta["min_df"] is None                 # min_df does not apply to DP
+    # before the max_vocab cut: "reuters" leaves its slot to the next word
+    top = prepare_counts(*read_text_column(path, "body"), max_vocab=3, max_df=0.8,
+                         dp_vocab=DPVocabOptions(2.0, 1e-6, 10, 5))
+    assert top.vocab == cut.vocab[:3]
+
+
+def test_dp_selection_max_df_leaving_too_few_words(tmp_path):
+    texts = ["reuters rocket"] * 400
+    pq.write_table(pa.table({"body": texts}), tmp_path / "s.parquet")
+    with pytest.raises(BudgetNotMetError, match=r"--max-df 0.5 leaves 0 of the 2 words .*raise --max-df.*composes"):
+        prepare(tmp_path / "s.parquet", "body", tmp_path / "c", max_df=0.5, dp_vocab_epsilon=2.0,
+                dp_vocab_delta=1e-6, max_words_per_doc=10, seed=5, reproducible=True)
+    assert not (tmp_path / "c").exists()
+    # the number of documents (public) is needed to apply max_df to a selection
+    with pytest.raises(ValueError, match="n_docs"):
+        dp_select_vocabulary(np.array([0, 1]), np.array([0, 1]), ["aaa", "bbb"], epsilon=1.0, delta=1e-6,
+                             max_df=0.5, rng=np.random.default_rng(0))

@@ -31,7 +31,11 @@ def register(sub) -> None:
     v.add_argument("--vocab", help="public vocabulary file (one word per line); other words are dropped")
     v.add_argument("--max-vocab", type=int, default=5000, help="build the vocabulary: top words by document frequency")
     p.add_argument("--min-df", type=int, default=2, help="minimum document frequency of a built vocabulary's words "
-                   "(not used by a DP selection)")
+                   "(not used by a DP selection; ignored with --vocab)")
+    p.add_argument("--max-df", type=float, default=1.0, help="leave out words in more than this fraction of the "
+                   "documents (a fraction in (0, 1], not a count; 1 keeps all), before taking the --max-vocab "
+                   "most frequent; a DP selection applies it to its noisy document frequencies (no privacy cost); "
+                   "an error with --vocab unless 1")
     p.add_argument("--shards", type=int, default=1)
     p.add_argument("--overwrite", action="store_true")
     dp = p.add_argument_group(
@@ -82,7 +86,7 @@ def run_prepare(args) -> int:
     res = prepare(args.input, args.text_column, args.out, args.vocab, args.max_vocab, args.min_df,
                   args.id_column, args.shards, args.overwrite, dp_vocab_epsilon=args.dp_vocab_epsilon,
                   dp_vocab_delta=args.dp_vocab_delta, max_words_per_doc=args.max_words_per_doc, seed=args.seed,
-                  reproducible=args.reproducible)
+                  reproducible=args.reproducible, max_df=args.max_df)
     sel = res.vocab_selection
     if sel is not None:
         note = (f" (selected with ({sel.epsilon:g}, {sel.delta:g})-DP, L0 = {sel.max_words_per_doc}"

@@ -28,7 +28,14 @@ The vocabulary is either given (a public vocabulary file, its words
 normalised the same way by :func:`normalise_vocab`, Chinese and Japanese
 words kept when one or two characters long; other words are dropped)
 or built from the text: the ``max_vocab`` words with the highest document frequency among those
-in at least ``min_df`` documents (ties broken alphabetically).
+in at least ``min_df`` documents and in at most ``max_df × N`` of the N documents
+(ties broken alphabetically). ``max_df``, a fraction in (0, 1] (default 1: no
+upper limit; not a count of documents), drops the words too common to tell
+documents apart that the stop list misses ("said" in news; for Chinese and
+Japanese, the most frequent bigrams) before the ``max_vocab`` cut, as
+scikit-learn's ``CountVectorizer(max_df=...)`` does (:func:`distdp.privacy.vocabulary.max_df_limit`).
+Neither applies to a given vocabulary: ``min_df`` is ignored there, and
+``max_df < 1`` with a vocabulary file is an error.
 
 A vocabulary built from a private corpus is itself a release of information
 about that corpus: such a corpus is marked in ``prepare.json`` and any privacy
@@ -36,7 +43,10 @@ guarantee of a later fit excludes the vocabulary. The third way is a
 vocabulary *selected with differential privacy* (``dp_vocab_epsilon``,
 :func:`distdp.privacy.vocabulary.dp_select_vocabulary`: capped document
 frequencies, Gaussian noise, a threshold, then the ``max_vocab`` largest;
-``min_df`` does not apply, the threshold replaces it). ``prepare.json`` then
+``min_df`` does not apply, the threshold replaces it). ``max_df`` applies to
+the noisy document frequencies the selection releases (a released word whose
+noisy frequency exceeds ``max_df × N`` is dropped before the ``max_vocab``
+cut): post-processing, as N is public, so it costs no privacy. ``prepare.json`` then
 records the release under ``vocabulary_privacy`` and a later fit composes it
 (:func:`vocabulary_privacy`).
 
@@ -45,10 +55,14 @@ records the release under ``vocabulary_privacy`` and a later fit composes it
 - ``vocab_from_private_data``: true when the words were chosen from this text
   (built, or DP-selected); false for a public vocabulary file.
 - ``vocab_dp``: true only for a DP selection.
+- ``min_df``, ``max_df``: the document-frequency limits the vocabulary was
+  chosen with; ``min_df`` null for a DP selection, both null for a public
+  vocabulary (they do not apply there).
 - ``vocabulary_privacy`` (DP selection only): ``mechanism``, ``epsilon``,
   ``delta`` (total), ``delta_gaussian``, ``delta_threshold``,
   ``max_words_per_doc``, ``max_vocab``, ``threshold``, ``noise_sigma``,
-  ``sensitivity``, ``n_candidates_released``, ``vocab_size``, ``neighbour``,
+  ``sensitivity``, ``n_candidates_released`` (passed the threshold), ``max_df``,
+  ``n_above_max_df`` (released, then dropped by ``max_df``), ``vocab_size``, ``neighbour``,
   ``private`` (false with a seed), ``noise_source``, and ``release``
   (:meth:`distdp.privacy.ledger.Release.to_dict`).
 """
@@ -69,7 +83,8 @@ import scipy.sparse as sp
 from distdp.io.corpus import load_vocab, write_corpus
 from distdp.privacy import mechanisms
 from distdp.privacy.ledger import BudgetNotMetError
-from distdp.privacy.vocabulary import DEFAULT_MAX_WORDS_PER_DOC, VocabularySelection, dp_select_vocabulary
+from distdp.privacy.vocabulary import (DEFAULT_MAX_WORDS_PER_DOC, VocabularySelection, check_max_df,
+                                       dp_select_vocabulary, max_df_limit)
 
 #: Name of the metadata file ``prepare`` writes into the corpus directory.
 PREPARE_JSON = "prepare.json"
@@ -511,23 +526,48 @@ def encode_tokens(tokens: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     return enc.indices.to_numpy(), np.asarray(enc.dictionary.to_pylist(), dtype=object)
 
 
-def build_vocab(doc_of: np.ndarray, tokens: pa.Array, max_vocab: int, min_df: int = 2) -> list[str]:
-    """The ``max_vocab`` tokens of highest document frequency (≥ ``min_df``), ties alphabetical."""
+def build_vocab(doc_of: np.ndarray, tokens: pa.Array, max_vocab: int, min_df: int = 2, max_df: float = 1.0,
+                n_docs: int | None = None) -> list[str]:
+    """The ``max_vocab`` tokens of highest document frequency, ties alphabetical.
+
+    Only tokens in ≥ ``min_df`` documents and in ≤ ``max_df · n_docs``
+    (:func:`~distdp.privacy.vocabulary.max_df_limit`) are eligible; the
+    ``max_df`` filter comes before the ``max_vocab`` cut. ``n_docs``, the
+    number of documents (those without tokens included), is required when
+    ``max_df < 1``.
+    """
+    max_df = check_max_df(max_df)
+    if max_df < 1.0 and n_docs is None:
+        raise ValueError("n_docs (the number of documents) is required with max_df < 1")
     codes, words = encode_tokens(tokens)
     pairs = np.unique(doc_of.astype(np.int64) * len(words) + codes)
     df = np.bincount(pairs % len(words), minlength=len(words))
-    eligible = np.flatnonzero(df >= min_df)
+    ok = df >= min_df
+    if max_df < 1.0:
+        ok &= df <= max_df_limit(max_df, n_docs)
+    eligible = np.flatnonzero(ok)
     order = np.lexsort((words[eligible].astype(str), -df[eligible]))
     return [str(w) for w in words[eligible][order][:max_vocab]]
 
 
-def select_vocab_dp(doc_of: np.ndarray, tokens: pa.Array, max_vocab: int,
-                    options: DPVocabOptions) -> VocabularySelection:
-    """DP selection of at most ``max_vocab`` words (:func:`distdp.privacy.vocabulary.dp_select_vocabulary`)."""
+def select_vocab_dp(doc_of: np.ndarray, tokens: pa.Array, max_vocab: int, options: DPVocabOptions,
+                    max_df: float = 1.0, n_docs: int | None = None) -> VocabularySelection:
+    """DP selection of at most ``max_vocab`` words (:func:`distdp.privacy.vocabulary.dp_select_vocabulary`).
+
+    ``max_df < 1`` (with ``n_docs``, the public number of documents) drops the
+    released words of noisy document frequency above ``max_df · n_docs``
+    before the ``max_vocab`` cut (post-processing: the same privacy).
+    """
     codes, words = encode_tokens(tokens)
     rng = None if options.seed is None else np.random.default_rng(options.seed)
     sel = dp_select_vocabulary(doc_of, codes, words, epsilon=options.epsilon, delta=options.delta,
-                               max_words_per_doc=options.max_words_per_doc, max_vocab=max_vocab, rng=rng)
+                               max_words_per_doc=options.max_words_per_doc, max_vocab=max_vocab, rng=rng,
+                               max_df=max_df, n_docs=n_docs)
+    if len(sel.words) < 2 and sel.n_above_max_df and sel.n_candidates_released >= 2:     # max_df left too few
+        raise BudgetNotMetError(f"--max-df {sel.max_df:g} leaves {len(sel.words)} of the "
+                                f"{sel.n_candidates_released} words the DP vocabulary selection released (the "
+                                f"others have a noisy document frequency above max_df × {n_docs} documents): "
+                                "raise --max-df")
     if len(sel.words) < 2:
         raise BudgetNotMetError(f"the DP vocabulary selection released {len(sel.words)} word(s) (noise sigma "
                                 f"{sel.sigma:.3g}, threshold {sel.threshold:.3g} documents): the corpus is too small "
@@ -537,7 +577,8 @@ def select_vocab_dp(doc_of: np.ndarray, tokens: pa.Array, max_vocab: int,
 
 
 def prepare_counts(text: pa.Array, doc_ids: np.ndarray, vocab: list[str] | None = None, max_vocab: int = 5000,
-                   min_df: int = 2, min_length: int = 3, dp_vocab: DPVocabOptions | None = None) -> PreparedCorpus:
+                   min_df: int = 2, min_length: int = 3, dp_vocab: DPVocabOptions | None = None,
+                   max_df: float = 1.0) -> PreparedCorpus:
     """Tokenise ``text`` and count words over a given, data-built or DP-selected vocabulary.
 
     Parameters
@@ -549,15 +590,21 @@ def prepare_counts(text: pa.Array, doc_ids: np.ndarray, vocab: list[str] | None 
     max_vocab : int
         Size cap of a built or DP-selected vocabulary.
     min_df : int
-        Minimum document frequency of a built vocabulary (not used by a DP selection).
+        Minimum document frequency of a built vocabulary (not used by a DP
+        selection; ignored with ``vocab``).
     min_length : int
     dp_vocab : DPVocabOptions, optional
         Select the vocabulary with differential privacy (exclusive with ``vocab``).
+    max_df : float, in (0, 1]
+        Words in more than ``max_df × len(text)`` documents are left out of a
+        built vocabulary before the ``max_vocab`` cut; a DP selection applies
+        it to its noisy document frequencies. 1: no filter. Must be 1 with ``vocab``.
     """
     if max_vocab < 2:
         raise ValueError(f"max_vocab must be ≥ 2, got {max_vocab}")
     if vocab is not None and dp_vocab is not None:
         raise ValueError("a public vocabulary and a DP vocabulary selection are mutually exclusive")
+    max_df = check_max_df_option(max_df, vocab)
     stop = stop_words()
     doc_of, tokens = tokenize(text, min_length, stop)
     if len(tokens) == 0:
@@ -572,12 +619,16 @@ def prepare_counts(text: pa.Array, doc_ids: np.ndarray, vocab: list[str] | None 
             raise ValueError(f"--vocab: {len(vocab)} usable word(s) after normalisation; a vocabulary needs ≥ 2")
     selection = None
     if dp_vocab is not None:
-        selection = select_vocab_dp(doc_of, tokens, max_vocab, dp_vocab)
+        selection = select_vocab_dp(doc_of, tokens, max_vocab, dp_vocab, max_df, len(text))
         vocab = selection.words
     elif from_data:
-        vocab = build_vocab(doc_of, tokens, max_vocab, min_df)
+        vocab = build_vocab(doc_of, tokens, max_vocab, min_df, max_df, len(text))
         if len(vocab) < 2:
-            raise ValueError(f"only {len(vocab)} word(s) occur in ≥ {min_df} documents; "
+            n_min_df = len(vocab) if max_df == 1.0 else len(build_vocab(doc_of, tokens, 2, min_df))
+            if n_min_df >= 2:
+                raise ValueError(f"--max-df {max_df:g} leaves {len(vocab)} word(s) in ≥ {min_df} and ≤ "
+                                 f"{max_df:g} × {len(text)} documents (the others are in more); raise --max-df")
+            raise ValueError(f"only {n_min_df} word(s) occur in ≥ {min_df} documents; "
                              "the text is too small to build a vocabulary")
     ids = pc.index_in(tokens, value_set=pa.array(vocab)).to_numpy(zero_copy_only=False)
     ok = ~np.isnan(ids.astype(np.float64))
@@ -585,6 +636,22 @@ def prepare_counts(text: pa.Array, doc_ids: np.ndarray, vocab: list[str] | None 
     counts = sp.csr_matrix((np.ones(int(ok.sum())), (doc_of[ok], ids[ok].astype(np.int64))), shape=(n, d))
     counts.sum_duplicates()
     return PreparedCorpus(counts, list(vocab), doc_ids, from_data, selection)
+
+
+def check_max_df_option(max_df, vocab=None) -> float:
+    """``max_df`` checked (:func:`~distdp.privacy.vocabulary.check_max_df`) against the vocabulary source.
+
+    Raises
+    ------
+    ValueError
+        ``max_df`` not in (0, 1]; or ``max_df < 1`` with a public vocabulary
+        ``vocab`` (a file or a word list), whose words are all kept.
+    """
+    max_df = check_max_df(max_df)
+    if max_df < 1.0 and vocab is not None:
+        raise ValueError(f"--max-df {max_df:g} filters a vocabulary built or DP-selected from the text; a public "
+                         "--vocab is kept as given: drop --max-df (or --vocab)")
+    return max_df
 
 
 def vocabulary_metadata(prepared: PreparedCorpus, vocab: str | Path | None, dp_vocab: DPVocabOptions | None) -> dict:
@@ -604,20 +671,29 @@ def prepare(input_path: str | Path, text_column: str, out: str | Path, vocab: st
             max_vocab: int = 5000, min_df: int = 2, id_column: str | None = None, shards: int = 1,
             overwrite: bool = False, *, dp_vocab_epsilon: float | None = None, dp_vocab_delta: float | None = None,
             max_words_per_doc: int | None = None, seed: int | None = None,
-            reproducible: bool = False) -> PreparedCorpus:
+            reproducible: bool = False, max_df: float = 1.0) -> PreparedCorpus:
     """Turn a text column into a parquet corpus directory ``out`` (with ``vocab.txt``, ``prepare.json``).
 
     With ``dp_vocab_epsilon`` (and ``dp_vocab_delta``, optionally
     ``max_words_per_doc``, default 100) the vocabulary is selected with
     differential privacy, noise from OS entropy unless ``seed`` and
     ``reproducible`` are given (then ``prepare.json`` says it is not private).
-    Options are checked by :func:`dp_vocab_options` before any file is read.
+    ``max_df`` (a fraction in (0, 1]) leaves out of a vocabulary built or
+    selected from the text the words in more than ``max_df × N`` documents
+    (module docstring); it is an error with a public ``vocab`` unless 1.
+    Options are checked by :func:`dp_vocab_options` and
+    :func:`check_max_df_option` before any file is read.
     """
     options = dp_vocab_options(dp_vocab_epsilon, dp_vocab_delta, max_words_per_doc, seed, reproducible, vocab)
+    max_df = check_max_df_option(max_df, vocab)
     text, ids = read_text_column(input_path, text_column, id_column)
-    prepared = prepare_counts(text, ids, load_vocab(vocab) if vocab else None, max_vocab, min_df, dp_vocab=options)
+    prepared = prepare_counts(text, ids, load_vocab(vocab) if vocab else None, max_vocab, min_df, dp_vocab=options,
+                              max_df=max_df)
     meta = {"input": str(input_path), "text_column": text_column, "n_docs": int(prepared.counts.shape[0]),
-            "vocab_size": len(prepared.vocab), **vocabulary_metadata(prepared, vocab, options),
+            "vocab_size": len(prepared.vocab),
+            "min_df": min_df if prepared.vocab_from_data and options is None else None,
+            "max_df": max_df if prepared.vocab_from_data else None,
+            **vocabulary_metadata(prepared, vocab, options),
             "tokenizer": "NFC, lower-case, split on non-letters (any script; apostrophes kept, then dropped), "
                          "length ≥ 3, English stop words removed; Han/Hiragana/Katakana runs cut out as character "
                          "bigrams (single characters alone)"}

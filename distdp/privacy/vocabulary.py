@@ -23,8 +23,16 @@ private SQL with bounded user contribution", τ-thresholding):
 3. **Gaussian noise.** ``ñ_w = df_w + N(0, σ²)`` for every ``w ∈ supp(D)``
    (no noise, no release, for words outside the support).
 4. **Threshold.** Release ``{(w, ñ_w) : ñ_w > τ}``.
-5. **Top-k (post-processing).** Keep the ``max_vocab`` words of largest
+5. **Too-common words (post-processing, optional).** With ``max_df < 1``,
+   drop the released words whose noisy frequency ``ñ_w > max_df · N`` (N,
+   the number of documents, is public; ``ñ_w`` is of the *capped* df, so a
+   word is judged by the documents that kept it).
+6. **Top-k (post-processing).** Keep the ``max_vocab`` words of largest
    ``ñ_w``, sorted by ``ñ_w`` descending (ties alphabetical).
+
+Steps 5 and 6 use only the released pairs ``(w, ñ_w)`` and public
+parameters: they cost no privacy, and the guarantee below is that of
+steps 1–4.
 
 Sensitivity. Let D, D′ differ by document x replaced by x′, with kept sets
 K(x), K(x′) (|K| ≤ L0). Then ``df(D′) − df(D) = 1[K(x′)] − 1[K(x)]``:
@@ -73,6 +81,7 @@ compute ε at its own δ from the composed events and then report the total
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -83,7 +92,8 @@ from distdp.privacy.ledger import Release
 
 __all__ = ["VocabularySelection", "dp_select_vocabulary", "capped_document_frequency", "capped_pairs",
            "vocabulary_sensitivity", "selection_threshold", "exclusive_release_probability",
-           "word_hashes", "MECHANISM", "NEIGHBOUR", "DEFAULT_MAX_WORDS_PER_DOC"]
+           "word_hashes", "check_max_df", "max_df_limit", "MECHANISM", "NEIGHBOUR",
+           "DEFAULT_MAX_WORDS_PER_DOC"]
 
 #: Name of the mechanism in ledgers and ``prepare.json``.
 MECHANISM = "gaussian-threshold"
@@ -223,6 +233,32 @@ def capped_document_frequency(doc_of, word_of, words, max_words_per_doc: int, sa
     return np.bincount(kept, minlength=len(words)).astype(np.int64)
 
 
+def check_max_df(max_df) -> float:
+    """``max_df`` as a float in (0, 1] (a fraction of the documents; 1 = no filter).
+
+    Raises
+    ------
+    ValueError
+        Not a real number in (0, 1] (bools, NaN and integers > 1 included), naming ``max_df``/``--max-df``.
+    """
+    value = float(max_df) if isinstance(max_df, numbers.Real) and not isinstance(max_df, bool) else math.nan
+    if not 0.0 < value <= 1.0:     # NaN fails the comparison
+        raise ValueError(f"max_df (--max-df) must be a fraction of the documents in (0, 1] (1 = no filter), "
+                         f"got {max_df!r}")
+    return value
+
+
+def max_df_limit(max_df: float, n_docs: int) -> float:
+    """The largest document frequency ``max_df`` keeps in ``n_docs`` documents: ``max_df · n_docs``.
+
+    A word is kept when its (noisy) document frequency is ≤ this limit, as in
+    scikit-learn's ``max_df``. The product is widened by a relative 1e-12 so
+    that a decimal fraction keeps the frequency it names exactly (0.57 × 100
+    is 56.99999999999999 in floating point; 57 documents are kept).
+    """
+    return float(max_df) * int(n_docs) * (1.0 + 1e-12)
+
+
 # --------------------------------------------------------------------------- calibration
 
 def vocabulary_sensitivity(max_words_per_doc: int) -> float:
@@ -281,9 +317,13 @@ class VocabularySelection:
     max_vocab : int or None
         Public cap on the size (post-processing).
     n_candidates_released : int
-        Words whose noisy df passed τ (before the ``max_vocab`` cap; DP).
+        Words whose noisy df passed τ (before the ``max_df`` filter and the ``max_vocab`` cap; DP).
     private : bool
         False when the noise came from a caller's generator (reproducible, no guarantee).
+    max_df : float
+        Released words of noisy df > ``max_df · N`` were dropped before the cap (post-processing; 1 = none).
+    n_above_max_df : int
+        How many released words that filter dropped.
     """
 
     words: list
@@ -300,6 +340,8 @@ class VocabularySelection:
     max_vocab: int | None
     n_candidates_released: int
     private: bool
+    max_df: float = 1.0
+    n_above_max_df: int = 0
 
     @property
     def delta_total(self) -> float:
@@ -312,7 +354,8 @@ class VocabularySelection:
                 "delta_gaussian": self.delta_gaussian, "delta_threshold": self.delta_threshold,
                 "max_words_per_doc": self.max_words_per_doc, "max_vocab": self.max_vocab,
                 "threshold": self.threshold, "noise_sigma": self.sigma, "sensitivity": self.sensitivity,
-                "n_candidates_released": self.n_candidates_released, "vocab_size": len(self.words),
+                "n_candidates_released": self.n_candidates_released, "max_df": self.max_df,
+                "n_above_max_df": self.n_above_max_df, "vocab_size": len(self.words),
                 "neighbour": NEIGHBOUR, "private": self.private, "release": self.release.to_dict()}
 
 
@@ -340,7 +383,8 @@ def _release(sigma, sensitivity, multiplier, threshold, l0, delta_thr, private) 
 def dp_select_vocabulary(doc_of, word_of, words, *, epsilon: float, delta: float,
                          max_words_per_doc: int = DEFAULT_MAX_WORDS_PER_DOC, max_vocab: int | None = None,
                          threshold_fraction: float = 0.5, rng: np.random.Generator | None = None,
-                         accountant: str = "pld") -> VocabularySelection:
+                         accountant: str = "pld", max_df: float = 1.0,
+                         n_docs: int | None = None) -> VocabularySelection:
     """Choose a vocabulary from a tokenised corpus with (ε, δ)-DP (replace-one document).
 
     Parameters
@@ -368,6 +412,14 @@ def dp_select_vocabulary(doc_of, word_of, words, *, epsilon: float, delta: float
     accountant : {"pld", "analytic", "rdp"}
         Calibration of σ (:func:`distdp.privacy.accounting.calibrate_gaussian_multiplier`):
         ``"pld"`` guarantees the ledger's PLD accounting certifies ε at δ_G.
+    max_df : float, in (0, 1]
+        Drop the released words whose noisy df exceeds ``max_df · n_docs``
+        (:func:`max_df_limit`) before the ``max_vocab`` cap: post-processing
+        of the release, no privacy cost. 1 (default): no filter.
+    n_docs : int, optional
+        N, the number of documents (public under replace-one neighbours; it
+        counts documents without tokens, so it is not inferred from
+        ``doc_of``). Required when ``max_df < 1``.
 
     Returns
     -------
@@ -380,6 +432,15 @@ def dp_select_vocabulary(doc_of, word_of, words, *, epsilon: float, delta: float
     """
     epsilon, delta, delta_g, delta_thr = _check_selection_args(epsilon, delta, threshold_fraction, max_vocab)
     l0 = _check_l0(max_words_per_doc)
+    max_df = check_max_df(max_df)
+    if n_docs is not None:
+        if isinstance(n_docs, bool) or int(n_docs) != n_docs or n_docs < 1:
+            raise ValueError(f"n_docs must be an integer ≥ 1, got {n_docs!r}")
+        doc = np.asarray(doc_of)
+        if doc.size and int(doc.max()) >= n_docs:
+            raise ValueError(f"doc_of holds document index {int(doc.max())} but n_docs is {n_docs}")
+    elif max_df < 1.0:
+        raise ValueError("n_docs (the public number of documents) is required with max_df < 1")
     private = rng is None
     rng = mechanisms.private_generator() if rng is None else rng
     sensitivity = vocabulary_sensitivity(l0)
@@ -393,6 +454,10 @@ def dp_select_vocabulary(doc_of, word_of, words, *, epsilon: float, delta: float
     noisy = df[present] + mechanisms.gaussian_noise(present.size, sigma, rng)
     passed = noisy > tau
     cand, cand_noisy = present[passed], noisy[passed]
+    n_released = int(cand.size)
+    if max_df < 1.0:     # post-processing of the released (w, ñ_w): N and max_df are public
+        common = cand_noisy > max_df_limit(max_df, n_docs)
+        cand, cand_noisy = cand[~common], cand_noisy[~common]
     names = np.asarray(words, dtype=object).astype(str)[cand]
     order = np.lexsort((names, -cand_noisy))[: (None if max_vocab is None else int(max_vocab))]
     return VocabularySelection(
@@ -400,5 +465,5 @@ def dp_select_vocabulary(doc_of, word_of, words, *, epsilon: float, delta: float
             sigma, sensitivity, multiplier, tau, l0, delta_thr, private),
         epsilon=epsilon, delta=delta, delta_gaussian=delta_g, delta_threshold=delta_thr,
         threshold=tau, sigma=sigma, sensitivity=sensitivity, max_words_per_doc=l0,
-        max_vocab=None if max_vocab is None else int(max_vocab), n_candidates_released=int(cand.size),
-        private=private)
+        max_vocab=None if max_vocab is None else int(max_vocab), n_candidates_released=n_released,
+        private=private, max_df=max_df, n_above_max_df=n_released - int(cand.size))
