@@ -652,7 +652,7 @@ def mixture_topics(start: UnmixedTopics, floor: float = MIXTURE_FLOOR) -> np.nda
     whose true weight in a topic is small but not negligible sits at 0
     there, and the E-step (responsibilities ``∝ θ_i β_iv``) can give its
     tokens only to topics that kept it, pulling ``θ̂_n`` toward them. A zeroed
-    entry's true value lies somewhere below about 2 deviations, mostly near
+    entry's true value lies somewhere below about 1.5–2 deviations, mostly near
     0 for sparse topics; ``floor`` = 0.2 puts it at a fifth of one. On the
     ``lda_privacy_utility`` corpus (d = 5,000, k = 10) the private default's
     L1 went from 0.138–0.140 / 0.084–0.085 / 0.060 to 0.129–0.130 /
@@ -945,8 +945,8 @@ def threshold_noisy(noisy: np.ndarray, sigma: float | np.ndarray, t: float) -> n
     the passes, their averages): 0.0296 → 0.0292 at ε = 1, N = 10⁶
     (``lda_privacy_utility`` corpus, noise seed 1); on 8 synthetic corpora
     (N = 10⁵, d = 2,000, ε = 1 / 2 / 4 / 8, noise seed 0) 0.5–2.4% better in 25
-    of 27 fits, 0.7% worse on Dirichlet(0.5) topics at ε = 4 and 8
-    (README, How it works). Soft thresholds, the non-negative garrote and
+    of 27 fits, 0.7% worse on Dirichlet(0.5) topics at ε = 4 and 8 (1.3% at
+    ε = 1, N = 10⁶; README, How it works). Soft thresholds, the non-negative garrote and
     firm ends chosen per topic by SURE (which targets squared error) did
     worse in L1 on the same solves.
     """
