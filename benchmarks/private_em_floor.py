@@ -55,15 +55,12 @@ N, D, K, EPSILON, ETA = 1_000_000, 5000, 10, 1.0, 0.1
 SCALES = (1, 2, 4, 8)
 SHARES = (1.0, 0.6, 0.4)
 THRESHOLDS = (0.0, 2.0, 3.0)
+#: Ends of ``lda_private.threshold_noisy`` for the hard threshold these measurements used (the pipeline's
+#: has been firm since; README, *The threshold*).
+HARD = {"low": 1.0, "high": 1.0}
 #: The pass's multiplier in the private default at ε = 1 (≈ 46% of μ² on its Q), over m.
 PASS_SCALE = 1.47
 
-
-
-def hard_threshold(noisy, sigma, t):
-    """Entries below ``t·σ`` set to 0, the rest kept: the hard threshold these measurements used (the
-    pipeline's ``lda_private.threshold_noisy`` has been firm since; README, *The threshold*)."""
-    return np.where(np.asarray(noisy) > t * np.asarray(sigma), noisy, 0.0)
 
 def em_statistics(counts: sp.csr_matrix, topic_word: np.ndarray, alpha: np.ndarray, norm_cap: float,
                   scales: np.ndarray | None = None):
@@ -94,7 +91,7 @@ def main() -> None:
         sigma = scale * m * sens
         noisy = stats + rng.normal(0.0, sigma, stats.shape)
         for thr in THRESHOLDS:
-            lam = ETA + (hard_threshold(noisy, sigma, thr) if thr else np.maximum(noisy, 0.0))
+            lam = ETA + (lda_private.threshold_noisy(noisy, sigma, thr, **HARD) if thr else np.maximum(noisy, 0.0))
             rows.append({"release": "em", "multiplier": scale * m, "multiplier_over_eps1": scale, "threshold": thr,
                          "l1": lda.matched_l1(lam / lam.sum(1, keepdims=True), c.topic_word)[0]})
             print(rows[-1], flush=True)
@@ -106,7 +103,8 @@ def main() -> None:
                  "l1": lda.matched_l1(scaled / scaled.sum(1, keepdims=True), c.topic_word)[0]})
     for scale in SCALES + (PASS_SCALE,):
         sigma = scale * m * sens
-        lam = ETA + hard_threshold((scaled * S + rng_s.normal(0.0, sigma, S.shape)) / S, sigma / S, 2.0)
+        lam = ETA + lda_private.threshold_noisy((scaled * S + rng_s.normal(0.0, sigma, S.shape)) / S, sigma / S, 2.0,
+                                                **HARD)
         rows.append({"release": "em", "word_scales": "topics+frequencies", "multiplier": scale * m,
                      "multiplier_over_eps1": scale, "threshold": 2.0,
                      "l1": lda.matched_l1(lam / lam.sum(1, keepdims=True), c.topic_word)[0]})
@@ -139,7 +137,7 @@ def main() -> None:
                  "what": "non-private one E-step from the private default's output at ε = 1"})
     for share in SHARES:
         sigma = m / np.sqrt(share) * sens
-        lam = ETA + hard_threshold(stats + rng.normal(0.0, sigma, stats.shape), sigma, 2.0)
+        lam = ETA + lda_private.threshold_noisy(stats + rng.normal(0.0, sigma, stats.shape), sigma, 2.0, **HARD)
         rows.append({"release": "em-from-default", "multiplier": m / np.sqrt(share), "budget_share": share,
                      "threshold": 2.0, "l1": lda.matched_l1(lam / lam.sum(1, keepdims=True), c.topic_word)[0]})
         print(rows[-1], flush=True)

@@ -52,14 +52,11 @@ N, D, K, EPSILON, ETA = 1_000_000, 5000, 10, 1.0, 0.1
 PASS_SCALE = 1.47
 THRESHOLDS = (0.0, 1.0, 1.5, 2.0, 2.5, 3.0)
 GAMMAS = (0.0, 0.02, 0.1)
+#: Ends of ``lda_private.threshold_noisy`` for the hard threshold these measurements used (the pipeline's
+#: has been firm since; README, *The threshold*).
+HARD = {"low": 1.0, "high": 1.0}
 EB_BINS = 10
 
-
-
-def hard_threshold(noisy, sigma, t):
-    """Entries below ``t·σ`` set to 0, the rest kept: the hard threshold these measurements used (the
-    pipeline's ``lda_private.threshold_noisy`` has been firm since; README, *The threshold*)."""
-    return np.where(np.asarray(noisy) > t * np.asarray(sigma), noisy, 0.0)
 
 def npmle_posterior(y: np.ndarray, s: np.ndarray, grid: np.ndarray, iters: int = 300) -> tuple:
     """Posterior means and medians of ``β`` from ``y ~ N(β, s²)`` under the grid prior fitted by EM (NPMLE)."""
@@ -91,9 +88,9 @@ def rows_normalised(B: np.ndarray) -> np.ndarray:
 def denoiser_rows(B, sd, truth, f_noisy, tau_f, order) -> list:
     """Part 1: every denoiser of the noisy solve ``B`` (entry deviations ``sd``)."""
     l1 = lambda est: lda.matched_l1(rows_normalised(est), truth)[0]  # noqa: E731
-    rows = [{"part": "denoiser", "what": f"threshold {t:g}σ", "l1": l1(hard_threshold(B, sd, t))}
+    rows = [{"part": "denoiser", "what": f"threshold {t:g}σ", "l1": l1(lda_private.threshold_noisy(B, sd, t, **HARD))}
             for t in THRESHOLDS]
-    base = hard_threshold(B, sd, 2.0)
+    base = lda_private.threshold_noisy(B, sd, 2.0, **HARD)
     scale = base.sum(axis=1, keepdims=True)               # the estimate's rows on the topics' scale
     Bn, sdn = B / scale, sd / scale
     mean, med = np.zeros_like(B), np.zeros_like(B)
@@ -127,7 +124,7 @@ def purity_rows(counts, theta, S, norm_cap, sigma, noise, truth) -> list:
         sd = sigma * np.sqrt((Ginv * Ginv) @ S ** -2.0)
         out.append({"part": "denoiser", "what": f"threshold 2σ, documents weighted by {name}",
                     "mean_weight": float(h.mean()),
-                    "l1": lda.matched_l1(rows_normalised(hard_threshold(B, sd, 2.0)), truth)[0]})
+                    "l1": lda.matched_l1(rows_normalised(lda_private.threshold_noisy(B, sd, 2.0, **HARD)), truth)[0]})
     return out
 
 
@@ -177,7 +174,7 @@ def main() -> None:
     rows += purity_rows(counts, theta, S, norm_cap, sigma, noise, c.topic_word)
     for r in rows:
         print(r, flush=True)
-    start = rows_normalised(hard_threshold(B, sd, 2.0))
+    start = rows_normalised(lda_private.threshold_noisy(B, sd, 2.0, **HARD))
     f = freq / freq.sum()
     for gamma in GAMMAS:
         s0 = rows_normalised((1.0 - gamma) * start + gamma * f)

@@ -605,6 +605,8 @@ def test_threshold_noisy_is_firm():
                                2 * np.array([0, 0, 0, 1.0, 2.0, 3.0, 7.0]))
     np.testing.assert_array_equal(lda_private.threshold_noisy(y, 1.0, 0.0), np.maximum(y, 0))
     np.testing.assert_array_equal(lda_private.threshold_noisy(y, np.inf, 2.0), np.zeros(7))   # rows kept from a start
+    # Ends low = high = 1: the hard threshold at t·σ (entries at or below it set to 0), which benchmarks still use.
+    np.testing.assert_array_equal(lda_private.threshold_noisy(y, 1.0, 2.0, low=1.0, high=1.0), np.where(y > 2.0, y, 0.0))
     grid = np.linspace(0, 5, 5001)
     assert np.abs(np.diff(lda_private.threshold_noisy(grid, 1.0, 2.0))).max() <= 2.0 * (grid[1] - grid[0]) + 1e-12
 
