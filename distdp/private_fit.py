@@ -131,7 +131,10 @@ def budget_plan(config: lda_private.PrivateSpectralConfig, refinement: private_p
     before EM alone; the unmixing passes and EM iterations share the
     remainder evenly; the spectral stages get what is left. Fractions are of
     ``1/m²`` (μ-GDP), so the releases compose exactly to ``(ε, δ)``
-    (:func:`distdp.privacy.lda_private.plan_noise`).
+    (:func:`distdp.privacy.lda_private.plan_noise`). Before unmixing passes a
+    dense whitening is split into a first release and a top-up
+    (:func:`distdp.privacy.lda_private.split_whitening`); the fit gives an
+    unmade top-up's part to the passes' ``unmix_sstats``.
     """
     r = refinement
     rest = 1.0 - SCAN_BUDGET if r.scan else 1.0
@@ -148,7 +151,8 @@ def budget_plan(config: lda_private.PrivateSpectralConfig, refinement: private_p
         extra["unmix_sstats"] = ((1.0 - UNMIX_GRAM_SHARE) * per_pass * r.unmix / spectral, r.unmix)
     if r.refine:
         extra["em_sstats"] = (per_pass * r.refine / spectral, r.refine)
-    return lda_private.plan_noise(config, extra)
+    plan = lda_private.plan_noise(config, extra)
+    return lda_private.split_whitening(plan) if r.unmix and config.dense_whitening else plan
 
 
 def fit_lda_private(corpus, k: int, *, alpha0: float, model: str, vocab, vocab_size, workers, backend, address,

@@ -195,35 +195,65 @@ def _whitening_products(backend, d, p, coef, n_hat, m1, m1_var, c2, sens, config
     return vals, vecs, Q, E
 
 
-def _whitening_dense(backend, d, coef, n_hat, m1, m1_var, c2, sens, noise, st):
-    """One noisy dense ``Σ g_n m2_n`` (Analyze Gauss): (eigenvalues, eigenvectors, None, E2).
+def _whitening_dense(backend, d, k, coef, n_hat, m1, m1_var, c2, sens, noise, st):
+    """One noisy dense ``Σ g_n m2_n`` (Analyze Gauss), topped up when the plan allows and it falls short.
 
+    Returns (eigenvalues, eigenvectors, None, E2, σ of the released sum's entries, the top-up's record).
     The ``a2·v·I`` of ``M2`` shifts every eigenvalue by ``a2·v`` and leaves the
-    eigenvectors: added to the eigenvalues, not as a d×d identity.
+    eigenvectors: added to the eigenvalues, not as a d×d identity. With a
+    ``m2_whitening_topup`` stage in the plan (:func:`distdp.privacy.lda_private.split_whitening`),
+    the same sum is released again with fresh noise when the first release's
+    k-th eigenvalue is below :data:`~distdp.privacy.lda_private.WHITENING_TOPUP_SNR`
+    times its noise level, and the two are averaged by precision; the record
+    (``None`` without that stage) says which happened.
     """
-    e2 = noise.add("m2_whitening", _sum(backend.call("private_m2_dense", c2)), sens, symmetric2=True,
-                   note=f"Σ g_n m2_n, dense {d}×{d}, symmetric noise on the unique entries, clipped in their norm "
-                        "(Analyze Gauss, Dwork et al. 2014)") / n_hat
-    vals, vecs = np.linalg.eigh(e2 - coef.a2 * np.outer(m1, m1))
+    total = _sum(backend.call("private_m2_dense", c2))
+    note = (f"Σ g_n m2_n, dense {d}×{d}, symmetric noise on the unique entries, clipped in their norm "
+            "(Analyze Gauss, Dwork et al. 2014)")
+    e2 = noise.add("m2_whitening", total, sens, symmetric2=True, note=note)
+    sigma = noise.sigma("m2_whitening", sens)
+
+    def spectrum(e2_):
+        vals_, vecs_ = np.linalg.eigh(e2_ / n_hat - coef.a2 * np.outer(m1, m1))
+        vals_ = vals_ + coef.a2 * m1_var
+        return vals_, vecs_
+
+    vals, vecs = spectrum(e2)
+    topup = None
+    if "m2_whitening_topup" in noise.plan:
+        eig_k = float(np.sort(vals)[::-1][min(k, d) - 1])
+        level = lda_private.whitening_noise_level(sigma / n_hat, d, 0, coef.a2 * m1_var)
+        made = lda_private.needs_topup(eig_k, level, lda_private.WHITENING_TOPUP_SNR)
+        topup = {"first_release_ratio": eig_k / level, "threshold": lda_private.WHITENING_TOPUP_SNR, "made": made}
+        if made:
+            again = noise.add("m2_whitening_topup", total, sens, symmetric2=True,
+                              note=note + f"; the same sum with fresh noise, released because the first release's "
+                                          f"k-th eigenvalue was below {lda_private.WHITENING_TOPUP_SNR:g}× its noise "
+                                          f"level (public), averaged with it by precision "
+                                          f"(lda_private.split_whitening)")
+            e2, sigma = lda_private.combine_releases(e2, sigma, again, noise.sigma("m2_whitening_topup", sens))
+            vals, vecs = spectrum(e2)
     st.step("whitening", 1, 1)
-    return vals + coef.a2 * m1_var, vecs, None, e2
+    return vals, vecs, None, e2 / n_hat, sigma, topup
 
 
 def _private_whitening(backend, d, k, p, coef, n_hat, m1, m1_var, c2, config, noise, rng, st):
-    """Private whitening of ``M2 = E2 − a2 M̂1M̂1ᵀ + a2 v I`` (dense or products); returns (Whitening, E2(W,W))."""
+    """Private whitening of ``M2 = E2 − a2 M̂1M̂1ᵀ + a2 v I`` (dense or products): (Whitening, E2(W,W), top-up record)."""
     sens = math.sqrt(2.0) * c2
+    topup = None
     if config.dense_whitening:
-        vals, vecs, Q, E = _whitening_dense(backend, d, coef, n_hat, m1, m1_var, c2, sens, noise, st)
+        vals, vecs, Q, E, sigma, topup = _whitening_dense(backend, d, k, coef, n_hat, m1, m1_var, c2, sens, noise,
+                                                          st)
     else:
         vals, vecs, Q, E = _whitening_products(backend, d, p, coef, n_hat, m1, m1_var, c2, sens, config, noise, rng,
                                                st)
+        sigma = noise.sigma("m2_whitening", sens)
     try:
         wh = whitening.top_k_from_symmetric(vals, vecs if Q is None else Q @ vecs, k)
     except ValueError as err:
         raise BudgetNotMetError(f"the privacy budget cannot be met: the noisy second moment does not support "
                                 f"k={k} topics ({err}). {_spectral_remedy(d, k)}") from None
-    noise_level = lda_private.whitening_noise_level(noise.sigma("m2_whitening", sens) / n_hat, d,
-                                                    0 if Q is None else p, coef.a2 * m1_var)
+    noise_level = lda_private.whitening_noise_level(sigma / n_hat, d, 0 if Q is None else p, coef.a2 * m1_var)
     if wh.eigenvalues[-1] <= noise_level:
         raise BudgetNotMetError(
             f"the privacy budget cannot be met: the k-th eigenvalue of the noisy second moment, "
@@ -232,7 +262,7 @@ def _private_whitening(backend, d, k, p, coef, n_hat, m1, m1_var, c2, config, no
             f"{_spectral_remedy(d, k)}")
     V = vecs[:, np.argsort(vals)[::-1][:k]]
     e2w = (V.T @ E @ V) / np.sqrt(np.outer(wh.eigenvalues, wh.eigenvalues))
-    return wh, e2w
+    return wh, e2w, topup
 
 
 def _tensor_clip(backend, W, key, config, noise) -> float:
@@ -320,7 +350,7 @@ def fit_spectral_private(backend: Backend, vocab_size: int, params: SpectralPara
         m1_var = (noise.plan["m1"].multiplier * sens1 / n_hat) ** 2
     st.step("pass1_stats")
     with st.timed("whitening"):
-        wh, e2w = _private_whitening(backend, d, k, p, coef, n_hat, m1, m1_var, c2, config, noise, rng, st)
+        wh, e2w, topup = _private_whitening(backend, d, k, p, coef, n_hat, m1, m1_var, c2, config, noise, rng, st)
     W = wh.W
     W_ref = backend.broadcast(W)
     key = matrix_key(W)
@@ -347,6 +377,8 @@ def fit_spectral_private(backend: Backend, vocab_size: int, params: SpectralPara
              "whitening": "dense" if config.dense_whitening else f"power method, {config.eig_iters + 1} products",
              "clip": {"m1": c1, "m2": c2, "m3": c3},
              "clip_quantiles": {"m1": config.quantile, "m2": config.quantile, "m3": config.tensor_quantile}}
+    if topup is not None:
+        stats["whitening_topup"] = topup
     result = SpectralResult(topic_word, alpha, wh.eigenvalues, np.asarray(lam), stats, st.timings)
     return PrivateSpectral(result, ledger, n_hat, tokens_hat, {"m1": c1, "m2": c2, "m3": c3})
 
@@ -646,6 +678,9 @@ def fit_lda_private_scalable(backend: Backend, vocab_size: int, params: Spectral
     columns = lda_private.working_columns(scan.frequencies, h) if h < d else np.arange(d)
     view = ColumnBackend(backend, columns) if h < d else backend
     ps = fit_spectral_private(view, h, params, config, rng, ledger, plan, progress)
+    topup = ps.result.stats.get("whitening_topup")
+    if topup is not None and not topup["made"]:
+        noise.plan = lda_private.move_budget(plan, "m2_whitening_topup", "unmix_sstats")
     if not r.active:
         topic_word = np.zeros((params.k, d))
         topic_word[:, columns] = ps.result.topic_word
