@@ -210,7 +210,10 @@ def _whitening_dense(backend, d, k, coef, n_hat, m1, m1_var, c2, sens, noise, st
     total = _sum(backend.call("private_m2_dense", c2))
     note = (f"Σ g_n m2_n, dense {d}×{d}, symmetric noise on the unique entries, clipped in their norm "
             "(Analyze Gauss, Dwork et al. 2014)")
-    e2 = noise.add("m2_whitening", total, sens, symmetric2=True, note=note)
+    split = "m2_whitening_topup" in noise.plan
+    first = (f"; the first of up to two releases ({lda_private.WHITENING_FIRST_SHARE:g} of the whitening's "
+             f"budget; lda_private.split_whitening)") if split else ""
+    e2 = noise.add("m2_whitening", total, sens, symmetric2=True, note=note + first)
     sigma = noise.sigma("m2_whitening", sens)
 
     def spectrum(e2_):
@@ -220,7 +223,7 @@ def _whitening_dense(backend, d, k, coef, n_hat, m1, m1_var, c2, sens, noise, st
 
     vals, vecs = spectrum(e2)
     topup = None
-    if "m2_whitening_topup" in noise.plan:
+    if split:
         eig_k = float(np.sort(vals)[::-1][min(k, d) - 1])
         level = lda_private.whitening_noise_level(sigma / n_hat, d, 0, coef.a2 * m1_var)
         made = lda_private.needs_topup(eig_k, level, lda_private.WHITENING_TOPUP_SNR)

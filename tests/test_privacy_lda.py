@@ -1134,6 +1134,6 @@ def test_whitening_topup_branches(corpus_p, monkeypatch, ratio, made):
     q = next(x for x in pv["ledger"] if x["stage"] == "unmix_sstats")
     assert q["noise_scale"] == pytest.approx(expect["unmix_sstats"].multiplier * lda_private.tail_sensitivities(cap)[0])
     first = next(x for x in pv["ledger"] if x["stage"] == "m2_whitening")
-    assert first["count"] == 1
+    assert first["count"] == 1 and "the first of up to two releases" in first["note"]
     rebuilt = PrivacyLedger.from_dict({"releases": pv["ledger"]})
     assert rebuilt.epsilon(1e-6) == pytest.approx(pv["epsilon"])
