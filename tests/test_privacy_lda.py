@@ -1135,5 +1135,10 @@ def test_whitening_topup_branches(corpus_p, monkeypatch, ratio, made):
     assert q["noise_scale"] == pytest.approx(expect["unmix_sstats"].multiplier * lda_private.tail_sensitivities(cap)[0])
     first = next(x for x in pv["ledger"] if x["stage"] == "m2_whitening")
     assert first["count"] == 1 and "the first of up to two releases" in first["note"]
+    if made:    # the same statistic again: same sensitivity, the plan's two noise scales
+        again = next(x for x in pv["ledger"] if x["stage"] == "m2_whitening_topup")
+        assert again["count"] == 1 and again["sensitivity"] == pytest.approx(first["sensitivity"])
+        assert again["noise_scale"] / first["noise_scale"] == pytest.approx(
+            plan["m2_whitening_topup"].multiplier / plan["m2_whitening"].multiplier)
     rebuilt = PrivacyLedger.from_dict({"releases": pv["ledger"]})
     assert rebuilt.epsilon(1e-6) == pytest.approx(pv["epsilon"])
