@@ -24,9 +24,10 @@ runs on the documents restricted to them (whitening noise grows with √h,
 not √d), and private EM then extends the topics to every word.
 
 Nothing data-dependent steers the computation unless it was released:
-the number of used documents, the clip bounds and every eigensolver step
-are functions of noisy releases only; the number of passes and iterations
-is fixed in advance.
+the number of used documents, the clip bounds, every eigensolver step and
+whether the dense whitening's second release is made
+(:func:`~distdp.privacy.lda_private.split_whitening`) are functions of noisy
+releases only; the number of passes and iterations is fixed in advance.
 """
 from __future__ import annotations
 
