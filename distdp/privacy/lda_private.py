@@ -260,7 +260,8 @@ def plan_noise(config: PrivateSpectralConfig, extra: dict | None = None, account
 
 
 #: Fraction of the dense whitening's budget (μ²) that its first release spends before unmixing passes
-#: (:func:`split_whitening`).
+#: (:func:`split_whitening`). 0.25 did ≤ 2% better where the top-up is skipped either way and lost the
+#: gain (5–6%) on fits whose first release then fell below the threshold (``benchmarks/private_corpora.py``).
 WHITENING_FIRST_SHARE = 0.4
 #: The first whitening release suffices when the noisy second moment's k-th eigenvalue is at least this many
 #: times the spectral norm of its noise (:func:`needs_topup`).
