@@ -235,7 +235,9 @@ def _whitening_dense(backend, d, k, coef, n_hat, m1, m1_var, c2, sens, noise, st
                                           f"k-th eigenvalue was below {lda_private.WHITENING_TOPUP_SNR:g}× its noise "
                                           f"level (public), averaged with it by precision "
                                           f"(lda_private.split_whitening)")
+            del total       # d×d; not needed once both releases are made
             e2, sigma = lda_private.combine_releases(e2, sigma, again, noise.sigma("m2_whitening_topup", sens))
+            del again
             vals, vecs = spectrum(e2)
     st.step("whitening", 1, 1)
     return vals, vecs, None, e2 / n_hat, sigma, topup
