@@ -212,8 +212,9 @@ def _whitening_dense(backend, d, k, coef, n_hat, m1, m1_var, c2, sens, noise, st
     note = (f"Σ g_n m2_n, dense {d}×{d}, symmetric noise on the unique entries, clipped in their norm "
             "(Analyze Gauss, Dwork et al. 2014)")
     split = "m2_whitening_topup" in noise.plan
-    first = (f"; the first of up to two releases ({lda_private.WHITENING_FIRST_SHARE:g} of the whitening's "
-             f"budget; lda_private.split_whitening)") if split else ""
+    mu2 = [noise.plan[s].multiplier ** -2 for s in ("m2_whitening", "m2_whitening_topup") if s in noise.plan]
+    first = (f"; the first of up to two releases ({mu2[0] / sum(mu2):.2g} of the whitening's budget, as the plan "
+             f"split it; lda_private.split_whitening)") if split else ""
     e2 = noise.add("m2_whitening", total, sens, symmetric2=True, note=note + first)
     sigma = noise.sigma("m2_whitening", sens)
 
@@ -227,7 +228,7 @@ def _whitening_dense(backend, d, k, coef, n_hat, m1, m1_var, c2, sens, noise, st
     if split:
         eig_k = float(np.sort(vals)[::-1][min(k, d) - 1])
         level = lda_private.whitening_noise_level(sigma / n_hat, d, 0, coef.a2 * m1_var)
-        made = lda_private.needs_topup(eig_k, level, lda_private.WHITENING_TOPUP_SNR)
+        made = lda_private.needs_topup(eig_k, level)
         topup = {"first_release_ratio": eig_k / level, "threshold": lda_private.WHITENING_TOPUP_SNR, "made": made}
         if made:
             again = noise.add("m2_whitening_topup", total, sens, symmetric2=True,

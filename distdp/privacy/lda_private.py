@@ -268,9 +268,10 @@ WHITENING_FIRST_SHARE = 0.4
 WHITENING_TOPUP_SNR = 2.0
 
 
-def split_whitening(plan: dict, first_share: float = WHITENING_FIRST_SHARE) -> dict:
+def split_whitening(plan: dict, first_share: float | None = None) -> dict:
     """``plan`` with its one dense ``m2_whitening`` release split into two: ``first_share`` of its μ² for
-    ``m2_whitening`` and the rest for ``m2_whitening_topup``.
+    ``m2_whitening`` and the rest for ``m2_whitening_topup`` (``None``: :data:`WHITENING_FIRST_SHARE`,
+    read when called).
 
     Why: the spectral start only has to be good enough for the tail release
     and the unmixing passes to build on (at ε = 1, N = 10⁶ on the
@@ -295,6 +296,7 @@ def split_whitening(plan: dict, first_share: float = WHITENING_FIRST_SHARE) -> d
     Gaussian differential privacy"), so the fit is as private as the plan
     says whichever branch runs.
     """
+    first_share = WHITENING_FIRST_SHARE if first_share is None else first_share
     if not 0 < first_share < 1:
         raise ValueError(f"first_share must be in (0, 1), got {first_share!r}")
     w = plan["m2_whitening"]
@@ -319,12 +321,14 @@ def move_budget(plan: dict, source: str, target: str) -> dict:
     return out
 
 
-def needs_topup(eigenvalue_k: float, noise_level: float, ratio: float = WHITENING_TOPUP_SNR) -> bool:
-    """Whether a whitening release's k-th eigenvalue (of the noisy M2) is below ``ratio`` times its noise level.
+def needs_topup(eigenvalue_k: float, noise_level: float, ratio: float | None = None) -> bool:
+    """Whether a whitening release's k-th eigenvalue (of the noisy M2) is below ``ratio`` times its noise level
+    (``None``: :data:`WHITENING_TOPUP_SNR`, read when called).
 
     Both are public (a released eigenvalue and :func:`whitening_noise_level`); by Davis–Kahan the top-k
     subspace's angle to the noise-free one is at most about ``noise_level/eigenvalue_k``.
     """
+    ratio = WHITENING_TOPUP_SNR if ratio is None else ratio
     return not float(eigenvalue_k) >= float(ratio) * float(noise_level)
 
 
