@@ -172,10 +172,21 @@ def _release_counts(backend, config, noise, n_total):
     return n_hat, tokens_hat, c1, c2
 
 
-def _spectral_remedy(d: int, k: int) -> str:
-    """What a user can change when the spectral stage's budget cannot be met on ``d`` words."""
+def _spectral_remedy(d: int, k: int, dense: bool = True) -> str:
+    """What a user can change when the spectral stage's budget cannot be met on ``d`` words.
+
+    ``dense``: the whitening released the dense second moment; if it released
+    products instead (the power form), the dense form is named first, as it
+    needs far less budget (k = 50: the power form failed up to ε = 16 where
+    the dense one fits at ε = 8, ``benchmarks/private_large_k.py``).
+    """
     smaller = max(k, min(d // 2, 40 * k))
-    return (f"Use a larger epsilon, more documents, a smaller k, a smaller working vocabulary (this stage ran on "
+    dense_words = lda_private.DENSE_WHITENING_MAX_WORDS
+    form = "" if dense else (
+        f"The whitening used the power form (noisy products with M2); the dense form releases M2 once with far "
+        f"less noise: --whitening dense ({8 * d * d / 2 ** 20:.3g} MB per shard on {d} words) or a working "
+        f"vocabulary of at most {dense_words} words (--working-vocab {min(d, dense_words)}, dense by default). ")
+    return (f"{form}Use a larger epsilon, more documents, a smaller k, a smaller working vocabulary (this stage ran on "
             f"{d} words; e.g. --working-vocab {smaller}, the whitening noise grows with √words while the frequent "
             f"words carry most of the signal) or, with a refinement, a smaller --refine-budget.")
 
@@ -259,14 +270,14 @@ def _private_whitening(backend, d, k, p, coef, n_hat, m1, m1_var, c2, config, no
         wh = whitening.top_k_from_symmetric(vals, vecs if Q is None else Q @ vecs, k)
     except ValueError as err:
         raise BudgetNotMetError(f"the privacy budget cannot be met: the noisy second moment does not support "
-                                f"k={k} topics ({err}). {_spectral_remedy(d, k)}") from None
+                                f"k={k} topics ({err}). {_spectral_remedy(d, k, config.dense_whitening)}") from None
     noise_level = lda_private.whitening_noise_level(sigma / n_hat, d, 0 if Q is None else p, coef.a2 * m1_var)
     if wh.eigenvalues[-1] <= noise_level:
         raise BudgetNotMetError(
             f"the privacy budget cannot be met: the k-th eigenvalue of the noisy second moment, "
             f"{wh.eigenvalues[-1]:.3g}, is below the spectral norm of its noise, ≈ {noise_level:.3g} "
             f"({'2σ√d' if Q is None else '2σ(√d + √p)'} + a2·v, public), so the top-{k} subspace would be noise. "
-            f"{_spectral_remedy(d, k)}")
+            f"{_spectral_remedy(d, k, config.dense_whitening)}")
     V = vecs[:, np.argsort(vals)[::-1][:k]]
     e2w = (V.T @ E @ V) / np.sqrt(np.outer(wh.eigenvalues, wh.eigenvalues))
     return wh, e2w, topup
@@ -394,7 +405,8 @@ def fit_spectral_private(backend: Backend, vocab_size: int, params: SpectralPara
 #: ``lda_private.threshold_noisy``: firm, 0 below 0.75t, kept above 1.5t). Measured on synthetic corpora
 #: (d = 5,000): the hard threshold at 2σ (before the firm one) beat the floor at 0 by ~1.5× in topic L1.
 EM_THRESHOLD = 2.0
-#: Default working vocabulary per topic when EM extends the topics to every word.
+#: Default working vocabulary per topic when a refinement extends the topics to every word (at most
+#: ``lda_private.DENSE_WHITENING_MAX_WORDS`` words: :func:`check_working_vocab`).
 WORKING_VOCAB_PER_TOPIC = 100
 
 
@@ -640,9 +652,16 @@ class Refinement:
 
 def check_working_vocab(working_vocab, d: int, k: int, refine: bool) -> int:
     """The working vocabulary size: ``working_vocab``, checked, or by default
-    ``min(d, 100·k)`` when a refinement extends the topics to every word, else ``d``."""
+    ``min(d, 100·k, 4000)`` when a refinement extends the topics to every word, else ``d``.
+
+    The 4,000 (:data:`~distdp.privacy.lda_private.DENSE_WHITENING_MAX_WORDS`)
+    keeps the default's whitening dense for k > 40 too: with the power form on
+    100·k words, k = 50 failed where the dense form on 4,000 words fits (README,
+    *The whitening's two forms*).
+    """
     if working_vocab is None:
-        return min(d, WORKING_VOCAB_PER_TOPIC * k) if refine else d
+        cap = max(k, min(WORKING_VOCAB_PER_TOPIC * k, lda_private.DENSE_WHITENING_MAX_WORDS))
+        return min(d, cap) if refine else d
     if isinstance(working_vocab, bool) or int(working_vocab) != working_vocab or not k <= working_vocab <= d:
         raise ValueError(f"working_vocab must be an integer in [k, vocabulary size] = [{k}, {d}], "
                          f"got {working_vocab!r}")

@@ -737,6 +737,14 @@ def test_refinement_defaults():
     r0 = pf.resolve_refinement(5000, 10, refine=0)
     assert not r0.active and not r0.scan and r0.working_vocab == 5000
     assert pf.resolve_refinement(500, 10).tail is False  # 100·k ≥ d: the spectral stage sees every word
+    # k > 40: the default working vocabulary stops at the dense whitening's limit (not 100·k words, which
+    # would switch to the power form), with a tail release whenever that is fewer than d words.
+    cap = lda_private.DENSE_WHITENING_MAX_WORDS
+    r50 = pf.resolve_refinement(20_000, 50)
+    assert r50.working_vocab == cap and r50.tail and lda_private.whitening_form("auto", r50.working_vocab)
+    assert pf.resolve_refinement(4_500, 50).working_vocab == cap
+    assert pf.resolve_refinement(3_000, 50).working_vocab == 3_000 and not pf.resolve_refinement(3_000, 50).tail
+    assert pf.resolve_refinement(20_000, 50, working_vocab=5_000).working_vocab == 5_000  # asked for: kept
 
 
 def test_whitening_noise_level_counts_the_m1_identity_shift(monkeypatch):
@@ -981,7 +989,13 @@ def test_budget_that_cannot_be_met_fails_clearly():
     assert str(err.value).endswith(BudgetNotMetError.SPENT)
     # The spectral stage ran on all 200 words (100·k ≥ d): the message names the flags that help.
     assert "ran on 200 words" in str(err.value) and "--working-vocab 100" in str(err.value)
-    assert "--refine-budget" in str(err.value)
+    assert "--refine-budget" in str(err.value) and "--whitening dense" not in str(err.value)
+    # With the power-method whitening the message names the dense form first (it needs far less budget).
+    with pytest.raises(BudgetNotMetError, match="privacy budget cannot be met") as err:
+        api.fit_lda(c.counts, 5, backend="local", epsilon=0.05, delta=1e-6, progress=False, seed=0,
+                    reproducible=True, whitening="power")
+    assert "power form" in str(err.value) and "--whitening dense (0.305 MB per shard on 200 words)" in str(err.value)
+    assert "--working-vocab 200, dense by default" in str(err.value)
 
 
 def test_cli_private_fit(tmp_path, capsys, monkeypatch):

@@ -62,7 +62,7 @@ def register(sub) -> None:
                    help="public cap on tokens per document in the private token count")
     d.add_argument("--working-vocab", type=int,
                    help="run the private spectral stage on this many most frequent words (noisy); the "
-                        "refinement covers every word (default min(d, 100k) with a refinement, else d)")
+                        "refinement covers every word (default min(d, 100k, 4000) with a refinement, else d)")
     d.add_argument("--whitening", choices=WHITENING_FORMS,
                    help="private whitening: one noisy dense second moment of the working vocabulary, or the "
                         f"noisy power method (never d×d); default auto: dense up to {DENSE_WHITENING_MAX_WORDS} words")
