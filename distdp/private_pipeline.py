@@ -656,8 +656,8 @@ def check_working_vocab(working_vocab, d: int, k: int, refine: bool) -> int:
 
     The 4,000 (:data:`~distdp.privacy.lda_private.DENSE_WHITENING_MAX_WORDS`)
     keeps the default's whitening dense for k > 40 too: with the power form on
-    100·k words, k = 50 failed where the dense form on 4,000 words fits (README,
-    *The whitening's two forms*).
+    100·k words, k = 50 failed up to ε = 16 where the dense form on 4,000 words
+    fits from ε = 8 (``benchmarks/private_large_k.py``; README, *Large k*).
     """
     if working_vocab is None:
         cap = max(k, min(WORKING_VOCAB_PER_TOPIC * k, lda_private.DENSE_WHITENING_MAX_WORDS))
