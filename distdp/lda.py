@@ -124,7 +124,8 @@ class LDAModel:
             raise ValueError(f"X has {X.shape[1]} columns but the model's vocabulary has {self.topic_word.shape[1]}")
         from distdp import refine
 
-        return refine.theta_from_gamma(refine.e_step(X, self.exp_elog_beta(), self.alpha, with_sstats=False).gamma)
+        return refine.theta_from_gamma(refine.e_step(X, self.exp_elog_beta(), self.alpha, with_sstats=False,
+                                                    with_bound=False).gamma)
 
     @property
     def n_topics(self) -> int:

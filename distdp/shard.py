@@ -221,12 +221,13 @@ class Shard:
         scaled by ``C/‖x ∘ φ‖_F``, so it has Frobenius norm C
         (:func:`distdp.privacy.lda_private.em_sensitivity`); its posterior
         comes from the unscaled counts. ``scales``: the norm is that of
-        ``(x ∘ φ) ∘ S`` (private EM's word scales).
+        ``(x ∘ φ) ∘ S`` (private EM's word scales). Private EM does not use the
+        evidence bound (it is not released), so it is not computed then (NaN).
         """
         warm = self._gamma if (key is not None and key == self._gamma_key) else None
         res = refine.e_step(self.counts, exp_elog_beta, alpha, warm, max_iter, tol, True, elog_beta,
                             contribution_cap=None if norm_cap is None else float(norm_cap),
-                            contribution_scales=scales)
+                            contribution_scales=scales, with_bound=norm_cap is None)
         self._gamma, self._gamma_key = res.gamma, key
         return res.sstats, res.doc_bound, self.n_total, res.iterations
 
@@ -249,7 +250,7 @@ class Shard:
         """``θ̂_n`` of an unmixing release: the E-step's posterior means, or one-hot single-topic posterior modes."""
         if single_topic:
             return lda_private.single_topic_posterior(counts, topic_word, alpha)
-        res = refine.e_step(counts, np.maximum(topic_word, 1e-12), alpha, None, max_iter, tol, False)
+        res = refine.e_step(counts, np.maximum(topic_word, 1e-12), alpha, None, max_iter, tol, False, with_bound=False)
         return refine.theta_from_gamma(res.gamma)
 
     def unmix_statistics(self, topic_word: np.ndarray, alpha: np.ndarray, norm_cap: float, max_iter: int = 100,
@@ -271,7 +272,7 @@ class Shard:
     def transform(self, exp_elog_beta: np.ndarray, alpha: np.ndarray, max_iter: int = 100,
                   tol: float = 1e-3) -> tuple:
         """Topic mixtures of every document: ``(θ n×k float32, in-vocabulary tokens per document, doc ids)``."""
-        res = refine.e_step(self.counts, exp_elog_beta, alpha, None, max_iter, tol, False)
+        res = refine.e_step(self.counts, exp_elog_beta, alpha, None, max_iter, tol, False, with_bound=False)
         return (refine.theta_from_gamma(res.gamma).astype(np.float32),
                 moments.doc_lengths(self.counts), self.doc_ids)
 

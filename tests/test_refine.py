@@ -55,6 +55,11 @@ def test_e_step_equals_per_document_reference(small):
     phi_norm = et @ eb
     sst = eb * (et.T @ np.where(dense > 0, dense / phi_norm, 0.0))
     np.testing.assert_allclose(eb * got.sstats, sst, rtol=1e-10)
+    # Without the bound (callers that need γ alone): the same γ and statistics, the bound NaN.
+    bare = refine.e_step(small.counts, eb, alpha, tol=1e-10, max_iter=500, block=97, with_bound=False)
+    assert np.isfinite(got.doc_bound) and np.isnan(bare.doc_bound)
+    np.testing.assert_array_equal(bare.gamma, got.gamma)
+    np.testing.assert_array_equal(bare.sstats, got.sstats)
 
 
 def test_e_step_document_depends_on_its_own_words_only(small):
