@@ -223,9 +223,12 @@ def _whitening_dense(backend, d, k, coef, n_hat, m1, m1_var, c2, sens, noise, st
     note = (f"Σ g_n m2_n, dense {d}×{d}, symmetric noise on the unique entries, clipped in their norm "
             "(Analyze Gauss, Dwork et al. 2014)")
     split = "m2_whitening_topup" in noise.plan
-    mu2 = [noise.plan[s].multiplier ** -2 for s in ("m2_whitening", "m2_whitening_topup") if s in noise.plan]
-    first = (f"; the first of up to two releases ({mu2[0] / sum(mu2):.2g} of the whitening's budget, as the plan "
-             f"split it; lda_private.split_whitening)") if split else ""
+    first = ""
+    if split:
+        first_mu2, topup_mu2 = noise.plan["m2_whitening"].mu2, noise.plan["m2_whitening_topup"].mu2
+        share = first_mu2 / (first_mu2 + topup_mu2)
+        first = (f"; the first of up to two releases ({share:.2g} of the whitening's budget, as the plan split it; "
+                 f"lda_private.split_whitening)")
     e2 = noise.add("m2_whitening", total, sens, symmetric2=True, note=note + first)
     sigma = noise.sigma("m2_whitening", sens)
 

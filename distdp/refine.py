@@ -119,10 +119,10 @@ def e_step(counts: sp.csr_matrix, exp_elog_beta: np.ndarray, alpha: np.ndarray, 
     k = exp_elog_beta.shape[0]
     gamma = np.empty((n, k))
     sstats = np.zeros((k, d)) if with_sstats else None
-    bound, iters = 0.0, 0
+    bound, iters = (0.0 if with_bound else float("nan")), 0
     eb_t = np.ascontiguousarray(exp_elog_beta.T)  # (d, k)
     s_t = None if contribution_scales is None else np.ascontiguousarray(np.asarray(contribution_scales).T)
-    elog_b = (np.log(exp_elog_beta) if elog_beta is None else elog_beta) if with_bound else None
+    elog_b = np.log(exp_elog_beta) if with_bound and elog_beta is None else elog_beta
     for start in range(0, n, block):
         C = counts[start:start + block]
         lengths = np.asarray(C.sum(axis=1)).ravel()
@@ -164,7 +164,7 @@ def e_step(counts: sp.csr_matrix, exp_elog_beta: np.ndarray, alpha: np.ndarray, 
         if with_bound:
             bound += doc_bound(C, g, elog_t, elog_b, alpha, rows)
         gamma[start:start + block] = g
-    return EStepResult(gamma, sstats, bound if with_bound else float("nan"), iters)
+    return EStepResult(gamma, sstats, bound, iters)
 
 
 def contribution_scale(ratio: np.ndarray, weights: np.ndarray, rows: np.ndarray, n: int, cap: float) -> np.ndarray:

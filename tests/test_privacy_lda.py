@@ -697,7 +697,7 @@ def test_quantile_from_histogram():
 def test_budget_split_composes_to_the_request():
     cfg = lda_private.PrivateSpectralConfig(1.0, 1e-6)
     plan = lda_private.plan_noise(cfg, {"em_sstats": (0.3, 5)})
-    inv = sum(s.count / s.multiplier ** 2 for s in plan.values())
+    inv = sum(s.mu2 for s in plan.values())
     m = math.sqrt(1 / inv)
     assert mechanisms.gaussian_epsilon(m, 1e-6) == pytest.approx(1.0, rel=1e-4)
     basic = lda_private.plan_noise(cfg, accounting_mode="basic")
@@ -710,7 +710,7 @@ def test_budget_plan_fractions(refine, unmix, working_vocab):
     # Each stage's part of 1/m² (μ-GDP) is the documented fraction of the budget, and all compose to ε.
     r = pf.resolve_refinement(200, 5, refine, unmix, None, working_vocab)
     plan = pf.budget_plan(lda_private.PrivateSpectralConfig(1.0, 1e-6), r)
-    part = {s: n.count / n.multiplier ** 2 for s, n in plan.items()}
+    part = {s: n.mu2 for s, n in plan.items()}
     total = sum(part.values())
     frac = {s: v / total for s, v in part.items()}
     assert r.scan == ("scan" in frac) and frac.get("scan", pf.SCAN_BUDGET) == pytest.approx(pf.SCAN_BUDGET)
@@ -1076,8 +1076,8 @@ def test_dense_mechanisms_refuse_large_vocabularies():
 
 
 def _mu2(plan: dict) -> dict:
-    """Each stage's part of μ² (count/multiplier²)."""
-    return {s: n.count / n.multiplier ** 2 for s, n in plan.items()}
+    """Each stage's part of μ² (StageNoise.mu2)."""
+    return {s: n.mu2 for s, n in plan.items()}
 
 
 def test_split_whitening_and_move_budget_keep_the_total():

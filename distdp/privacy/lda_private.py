@@ -216,6 +216,11 @@ class StageNoise:
     multiplier: float
     count: int
 
+    @property
+    def mu2(self) -> float:
+        """This stage's part of the plan's μ² (``count/multiplier²``; the parts add up, μ-GDP)."""
+        return self.count / self.multiplier ** 2
+
 
 def plan_noise(config: PrivateSpectralConfig, extra: dict | None = None, accounting_mode: str = "tight") -> dict:
     """Noise multipliers of every stage, calibrated jointly to ``(epsilon, delta)``.
@@ -314,10 +319,9 @@ def move_budget(plan: dict, source: str, target: str) -> dict:
     Each of ``target``'s ``c`` releases gets multiplier ``m' = (c/(c/m² + c_s/m_s²))^{1/2}``, so
     the plan's total μ² (what the ledger composes to ``(ε, δ)``) is unchanged.
     """
-    src, tgt = plan[source], plan[target]
-    part = tgt.count / tgt.multiplier ** 2 + src.count / src.multiplier ** 2
+    tgt = plan[target]
     out = {s: n for s, n in plan.items() if s != source}
-    out[target] = StageNoise(target, math.sqrt(tgt.count / part), tgt.count)
+    out[target] = StageNoise(target, math.sqrt(tgt.count / (tgt.mu2 + plan[source].mu2)), tgt.count)
     return out
 
 
