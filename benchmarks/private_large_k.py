@@ -7,7 +7,7 @@ to the power form (7 noisy products with M2 instead of one noisy M2). It is now
 rng(5), alpha0 = 1, doc_length = 150)``: N = 2·10⁵, d = 10⁴, k = 50), the
 private default of ``fit-lda`` at ε = 4 / 8 / 16 (δ = 1e-6, reproducible noise
 seed 0), as shipped and with the previous default's working vocabulary
-(``working_vocab = 5000``, so the power form), against the non-private spectral
+(``working_vocab = 5000`` with the power form, which ``auto`` then chose), against the non-private spectral
 fit. Scored by matched topic L1; a fit whose budget cannot be met is recorded
 with the check that stopped it.
 
@@ -31,7 +31,7 @@ EPS = (4.0, 8.0, 16.0)
 DELTA = 1e-6
 #: Fit name → the private arguments that differ from the default.
 FITS = {"default (dense whitening on 4,000 words)": {},
-        "previous default (power whitening on 100·k = 5,000 words)": {"working_vocab": 5000}}
+        "previous default (power whitening on 100·k = 5,000 words)": {"working_vocab": 5000, "whitening": "power"}}
 
 
 def fit_row(counts, truth: np.ndarray, eps: float, extra: dict) -> dict:

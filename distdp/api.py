@@ -213,12 +213,15 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
         unmixing passes on every word after the spectral stage (and tail release)
         (:func:`distdp.private_pipeline.unmix_private`). Default 2 when
         ``refine`` is not given, else 0.
-    whitening : {'auto', 'dense', 'power'}, optional
+    whitening : {'auto', 'dense', 'matrix-free', 'power'}, optional
         Private fits with a scalable mechanism: the private whitening releases
-        the working vocabulary's second moment once as a dense matrix
-        (``dense``) or runs the noisy power method on it (``power``, never
-        d×d). Default ``auto``: dense up to
-        :data:`distdp.privacy.lda_private.DENSE_WHITENING_MAX_WORDS` words.
+        the working vocabulary's second moment once, formed as a dense matrix
+        (``dense``) or only multiplied, its noise regenerated for each product
+        (``matrix-free``: the same release and privacy, O(d·k) memory), or
+        runs the noisy power method on it (``power``: one release per product,
+        much more noise). Default ``auto``: dense up to
+        :data:`distdp.privacy.lda_private.DENSE_WHITENING_MAX_WORDS` words,
+        matrix-free above.
     declared_bounds : DeclaredBounds or str, optional
         ``mechanism='config2'`` only: public bounds on the corpus's moments
         (:class:`distdp.privacy.lda_dense.DeclaredBounds`, or its text form

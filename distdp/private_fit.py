@@ -233,8 +233,9 @@ def spectral_config(epsilon: float, delta: float, r: private_pipeline.Refinement
                     length_cap: int = 100, whitening: str = "auto") -> lda_private.PrivateSpectralConfig:
     """The spectral stage's configuration of a scalable private fit; the whitening's form from the
     working vocabulary's size (:func:`distdp.privacy.lda_private.whitening_form`)."""
+    form = lda_private.whitening_form(whitening, r.working_vocab)
     return lda_private.PrivateSpectralConfig(epsilon, delta, mechanism=mechanism, length_cap=length_cap,
-                                             dense_whitening=lda_private.whitening_form(whitening, r.working_vocab))
+                                             dense_whitening=form != "power", matrix_free=form == "matrix-free")
 
 
 def _fit_scalable(oc, params, config, rng, ledger, r: private_pipeline.Refinement, eta, update):

@@ -11,9 +11,10 @@ Mechanisms:
 
 * ``"whitened"`` — private whitening, then one noisy ``E3(W,W,W)`` (k×k×k,
   symmetric noise on its unique entries), decomposed without further cost.
-  The whitening releases the raw second moment once as a dense d×d matrix
-  (Analyze Gauss, Dwork et al. 2014) when ``config.dense_whitening``, else
-  runs the noisy power method on it (Hardt & Price 2014), never forming it.
+  The whitening releases the raw second moment once (Analyze Gauss, Dwork
+  et al. 2014) when ``config.dense_whitening``, as a d×d matrix or, with
+  ``config.matrix_free``, through products only; else it runs the noisy power
+  method on it (Hardt & Price 2014), never forming it.
 * ``"power"`` — the same whitening, then the distributed DP tensor power
   method: each iteration releases ``Σ_shards E3(I,U,U)`` for the k current
   vectors (orthogonal iteration), never forming the k×k×k tensor.
@@ -85,6 +86,19 @@ class _Noise:
     def add(self, stage: str, value: np.ndarray, sensitivity: float, *, record_sensitivity=None,
             note: str = "", symmetric2: bool = False, symmetric3: bool = False) -> np.ndarray:
         """``value`` + noise of σ = multiplier × ``sensitivity``; the first call of a stage records it."""
+        sigma = self._record(stage, sensitivity, record_sensitivity, note)
+        if symmetric2:
+            return value + mechanisms.symmetric_matrix_noise(value.shape[0], sigma, self.rng)
+        if symmetric3:
+            return value + mechanisms.symmetric_tensor_noise(value.shape[0], sigma, self.rng)
+        return value + mechanisms.gaussian_noise(np.shape(value), sigma, self.rng)
+
+    def operator(self, stage: str, d: int, sensitivity: float, *, note: str = "") -> mechanisms.SymmetricNoiseOperator:
+        """The symmetric d×d noise of one ``stage`` release, never formed (its products only); records the stage."""
+        return mechanisms.SymmetricNoiseOperator(d, self._record(stage, sensitivity, None, note), self.rng)
+
+    def _record(self, stage: str, sensitivity: float, record_sensitivity, note: str) -> float:
+        """σ of ``stage``; its ledger entry is written on the stage's first release."""
         sn = self.plan[stage]
         sigma = self.sigma(stage, sensitivity)
         if stage not in self._recorded:
@@ -93,11 +107,7 @@ class _Noise:
                 stage, "gaussian", record_sensitivity if record_sensitivity is not None else float(sensitivity),
                 f"{sn.multiplier:.6g} × sensitivity" if record_sensitivity is not None else float(sigma),
                 sn.count, accounting.gaussian_event(sn.multiplier, sn.count), NEIGHBOUR, note))
-        if symmetric2:
-            return value + mechanisms.symmetric_matrix_noise(value.shape[0], sigma, self.rng)
-        if symmetric3:
-            return value + mechanisms.symmetric_tensor_noise(value.shape[0], sigma, self.rng)
-        return value + mechanisms.gaussian_noise(np.shape(value), sigma, self.rng)
+        return sigma
 
 
 class ColumnBackend:
@@ -175,24 +185,162 @@ def _release_counts(backend, config, noise, n_total):
 def _spectral_remedy(d: int, k: int, dense: bool = True) -> str:
     """What a user can change when the spectral stage's budget cannot be met on ``d`` words.
 
-    ``dense``: the whitening released the dense second moment; if it released
-    products instead (the power form), the dense form is named first, as it
-    needs far less budget (k = 50: the power form failed up to ε = 16 where
-    the dense one fits at ε = 8, ``benchmarks/private_large_k.py``).
+    ``dense``: the whitening released the second moment once (dense or
+    matrix-free); if it released products instead (the power form), that
+    form is named first, as it needs far less budget (k = 50: the power form
+    failed up to ε = 16 where the dense one fits at ε = 8,
+    ``benchmarks/private_large_k.py``).
     """
     smaller = max(k, min(d // 2, 40 * k))
-    dense_words = lda_private.DENSE_WHITENING_MAX_WORDS
     form = "" if dense else (
-        f"The whitening used the power form (noisy products with M2); the dense form releases M2 once with far "
-        f"less noise: --whitening dense ({8 * d * d / 2 ** 20:.3g} MB per shard on {d} words) or a working "
-        f"vocabulary of at most {dense_words} words (--working-vocab {min(d, dense_words)}, dense by default). ")
+        "The whitening used the power form (noisy products with M2); releasing the second moment once has far "
+        f"less noise: --whitening {lda_private.whitening_form('auto', d)} (the default on {d} words). ")
     return (f"{form}Use a larger epsilon, more documents, a smaller k, a smaller working vocabulary (this stage ran on "
             f"{d} words; e.g. --working-vocab {smaller}, the whitening noise grows with √words while the frequent "
             f"words carry most of the signal) or, with a refinement, a smaller --refine-budget.")
 
 
+@dataclass
+class _WhiteningRelease:
+    """What the whitening's release gives the rest of the fit.
+
+    ``vals, vecs``: eigenpairs of the noisy ``M2`` (vectors in ``basis`` when
+    it is not None, else in word space); ``e2``: the noisy ``E2`` (per
+    document) in the same basis; ``sigma``: per-entry noise of the released
+    sum (after any top-up); ``noise_p``: the ``p`` of
+    :func:`~distdp.privacy.lda_private.whitening_noise_level` (0 for the
+    second moment released once); ``topup``: the top-up's record or None;
+    ``solver``: how the eigenpairs were computed (model.json).
+    """
+
+    vals: np.ndarray
+    vecs: np.ndarray
+    basis: np.ndarray | None
+    e2: np.ndarray
+    sigma: float
+    noise_p: int
+    topup: dict | None
+    solver: dict
+
+
+def _m2_release_notes(noise, d: int, matrix_free: bool) -> tuple[str, str]:
+    """Ledger notes of the second-moment release: the first release's, and the top-up's ("" without that stage)."""
+    form = ("never formed: its noise is regenerated block by block from a secret seed for each product "
+            "(mechanisms.SymmetricNoiseOperator) and its eigenpairs found by LOBPCG" if matrix_free else "dense")
+    note = (f"Σ g_n m2_n, {d}×{d}, {form}; symmetric noise on the unique entries, clipped in their norm "
+            "(Analyze Gauss, Dwork et al. 2014)")
+    if "m2_whitening_topup" not in noise.plan:
+        return note, ""
+    first_mu2, topup_mu2 = noise.plan["m2_whitening"].mu2, noise.plan["m2_whitening_topup"].mu2
+    return (note + f"; the first of up to two releases ({first_mu2 / (first_mu2 + topup_mu2):.2g} of the "
+                   f"whitening's budget, as the plan split it; lda_private.split_whitening)",
+            note + f"; the same sum with fresh noise, released because the first release's k-th eigenvalue was "
+                   f"below {lda_private.WHITENING_TOPUP_SNR:g}× its noise level (public), averaged with it by "
+                   f"precision (lda_private.split_whitening)")
+
+
+def _topup_record(vals: np.ndarray, k: int, d: int, sigma: float, n_hat: float, shift: float) -> dict:
+    """Whether the first release's k-th eigenvalue asks for the top-up (public quantities only)."""
+    eig_k = float(np.sort(vals)[::-1][min(k, d) - 1])
+    level = lda_private.whitening_noise_level(sigma / n_hat, d, 0, shift)
+    return {"first_release_ratio": eig_k / level, "threshold": lda_private.WHITENING_TOPUP_SNR,
+            "made": lda_private.needs_topup(eig_k, level)}
+
+
+def _whitening_dense(backend, d, k, coef, n_hat, m1, m1_var, c2, sens, noise) -> _WhiteningRelease:
+    """One noisy dense ``Σ g_n m2_n`` (Analyze Gauss), topped up when the plan allows and it falls short.
+
+    The ``a2·v·I`` of ``M2`` shifts every eigenvalue by ``a2·v`` and leaves the
+    eigenvectors: added to the eigenvalues, not as a d×d identity. With a
+    ``m2_whitening_topup`` stage in the plan (:func:`distdp.privacy.lda_private.split_whitening`),
+    the same sum is released again with fresh noise when the first release's
+    k-th eigenvalue is below :data:`~distdp.privacy.lda_private.WHITENING_TOPUP_SNR`
+    times its noise level, and the two are averaged by precision; the record
+    (``None`` without that stage) says which happened.
+    """
+    total = _sum(backend.call("private_m2_dense", c2))
+    note, topup_note = _m2_release_notes(noise, d, False)
+    e2 = noise.add("m2_whitening", total, sens, symmetric2=True, note=note)
+    sigma = noise.sigma("m2_whitening", sens)
+
+    def spectrum(e2_):
+        vals_, vecs_ = np.linalg.eigh(e2_ / n_hat - coef.a2 * np.outer(m1, m1))
+        return vals_ + coef.a2 * m1_var, vecs_
+
+    vals, vecs = spectrum(e2)
+    topup = _topup_record(vals, k, d, sigma, n_hat, coef.a2 * m1_var) if topup_note else None
+    if topup is not None and topup["made"]:
+        again = noise.add("m2_whitening_topup", total, sens, symmetric2=True, note=topup_note)
+        del total       # d×d; not needed once both releases are made
+        e2, sigma = lda_private.combine_releases(e2, sigma, again, noise.sigma("m2_whitening_topup", sens))
+        del again
+        vals, vecs = spectrum(e2)
+    return _WhiteningRelease(vals, vecs, None, e2 / n_hat, sigma, 0, topup, {"form": "dense", "solver": "eigh"})
+
+
+#: LOBPCG's residual tolerance in the matrix-free whitening, as a fraction of the release's noise level
+#: (public): the solver's error in the top-k subspace, ≲ residual/gap, stays far below the noise's own.
+MATRIX_FREE_TOL = 1e-3
+#: Most LOBPCG iterations (one product each) of the matrix-free whitening.
+MATRIX_FREE_MAX_ITER = 300
+
+
+def _whitening_matrix_free(backend, d, k, p, coef, n_hat, m1, m1_var, c2, sens, noise, rng, st) -> _WhiteningRelease:
+    """The dense form's release, top-up included, without a d×d matrix anywhere.
+
+    The released matrix is ``Σ g_n m2_n + N`` exactly as in
+    :func:`_whitening_dense`, but it is only ever multiplied: the shards
+    return ``(Σ g_n m2_n) X`` (the same clipping by ``‖m2_n‖_u``) and the
+    coordinator adds ``N X`` from a
+    :class:`~distdp.privacy.mechanisms.SymmetricNoiseOperator`, which
+    regenerates the same ``N`` for every product. Every step of the
+    eigensolver (LOBPCG, to a residual of :data:`MATRIX_FREE_TOL` times the
+    noise level, then one Rayleigh–Ritz product that also gives ``E2`` in the
+    basis) is a function of that one noisy matrix: post-processing of one
+    Gaussian release, like the dense form's ``eigh``, so its stopping rule
+    spends nothing. Memory: O(d·p) per shard and one noise tile at the
+    coordinator; time: d²/2 Gaussian draws per product.
+    """
+    note, topup_note = _m2_release_notes(noise, d, True)
+    ops = [(1.0, noise.operator("m2_whitening", d, sens, note=note))]
+    sigma = noise.sigma("m2_whitening", sens)
+    shift = coef.a2 * m1_var
+
+    solver = {"form": "matrix-free", "solver": "lobpcg", "products": 0, "converged": True}
+
+    def e2_apply(X):
+        raw = _sum(backend.call("private_m2_product", backend.broadcast(X), c2, True))
+        for weight, op in ops:
+            raw += weight * op.matmat(X)
+        solver["products"] += 1
+        st.step("whitening", solver["products"], MATRIX_FREE_MAX_ITER + 1)
+        return raw / n_hat
+
+    def m2_apply(X):
+        return e2_apply(X) - coef.a2 * np.outer(m1, m1 @ X)
+
+    def spectrum(sigma_):
+        tol = MATRIX_FREE_TOL * lda_private.whitening_noise_level(sigma_ / n_hat, d, 0, shift)
+        Q, _, converged = whitening.lobpcg_top_basis(m2_apply, _orthonormal(rng, d, p), tol, MATRIX_FREE_MAX_ITER)
+        e2q = Q.T @ e2_apply(Q)
+        e2q = 0.5 * (e2q + e2q.T)
+        qm = Q.T @ m1
+        vals_, vecs_ = np.linalg.eigh(e2q - coef.a2 * np.outer(qm, qm))
+        solver["converged"] = solver["converged"] and converged
+        return vals_ + shift, vecs_, Q, e2q
+
+    vals, vecs, Q, e2q = spectrum(sigma)
+    topup = _topup_record(vals, k, d, sigma, n_hat, shift) if topup_note else None
+    if topup is not None and topup["made"]:
+        second = noise.operator("m2_whitening_topup", d, sens, note=topup_note)
+        w1, w2, sigma = lda_private.precision_weights(sigma, noise.sigma("m2_whitening_topup", sens))
+        ops[:] = [(w1, ops[0][1]), (w2, second)]
+        vals, vecs, Q, e2q = spectrum(sigma)
+    return _WhiteningRelease(vals, vecs, Q, e2q, sigma, 0, topup, solver)
+
+
 def _whitening_products(backend, d, p, coef, n_hat, m1, m1_var, c2, sens, config, noise, rng, st):
-    """Noisy subspace iteration on ``M2``: (eigenvalues, eigenvectors in the basis Q, Q, E2 in Q)."""
+    """Noisy subspace iteration on ``M2``, one release per product (the power form)."""
     Q = _orthonormal(rng, d, p)
     for i in range(config.eig_iters + 1):
         e2q = noise.add("m2_whitening", _sum(backend.call("private_m2_product", backend.broadcast(Q), c2)), sens,
@@ -204,86 +352,46 @@ def _whitening_products(backend, d, p, coef, n_hat, m1, m1_var, c2, sens, config
     B = Q.T @ m2q
     vals, vecs = np.linalg.eigh(0.5 * (B + B.T))
     E = 0.5 * (Q.T @ e2q + (Q.T @ e2q).T)
-    return vals, vecs, Q, E
+    return _WhiteningRelease(vals, vecs, Q, E, noise.sigma("m2_whitening", sens), p, None,
+                             {"form": "power", "products": config.eig_iters + 1})
 
 
-def _whitening_dense(backend, d, k, coef, n_hat, m1, m1_var, c2, sens, noise, st):
-    """One noisy dense ``Σ g_n m2_n`` (Analyze Gauss), topped up when the plan allows and it falls short.
-
-    Returns (eigenvalues, eigenvectors, None, E2, σ of the released sum's entries, the top-up's record).
-    The ``a2·v·I`` of ``M2`` shifts every eigenvalue by ``a2·v`` and leaves the
-    eigenvectors: added to the eigenvalues, not as a d×d identity. With a
-    ``m2_whitening_topup`` stage in the plan (:func:`distdp.privacy.lda_private.split_whitening`),
-    the same sum is released again with fresh noise when the first release's
-    k-th eigenvalue is below :data:`~distdp.privacy.lda_private.WHITENING_TOPUP_SNR`
-    times its noise level, and the two are averaged by precision; the record
-    (``None`` without that stage) says which happened.
-    """
-    total = _sum(backend.call("private_m2_dense", c2))
-    note = (f"Σ g_n m2_n, dense {d}×{d}, symmetric noise on the unique entries, clipped in their norm "
-            "(Analyze Gauss, Dwork et al. 2014)")
-    split = "m2_whitening_topup" in noise.plan
-    first = ""
-    if split:
-        first_mu2, topup_mu2 = noise.plan["m2_whitening"].mu2, noise.plan["m2_whitening_topup"].mu2
-        share = first_mu2 / (first_mu2 + topup_mu2)
-        first = (f"; the first of up to two releases ({share:.2g} of the whitening's budget, as the plan split it; "
-                 f"lda_private.split_whitening)")
-    e2 = noise.add("m2_whitening", total, sens, symmetric2=True, note=note + first)
-    sigma = noise.sigma("m2_whitening", sens)
-
-    def spectrum(e2_):
-        vals_, vecs_ = np.linalg.eigh(e2_ / n_hat - coef.a2 * np.outer(m1, m1))
-        vals_ = vals_ + coef.a2 * m1_var
-        return vals_, vecs_
-
-    vals, vecs = spectrum(e2)
-    topup = None
-    if split:
-        eig_k = float(np.sort(vals)[::-1][min(k, d) - 1])
-        level = lda_private.whitening_noise_level(sigma / n_hat, d, 0, coef.a2 * m1_var)
-        made = lda_private.needs_topup(eig_k, level)
-        topup = {"first_release_ratio": eig_k / level, "threshold": lda_private.WHITENING_TOPUP_SNR, "made": made}
-        if made:
-            again = noise.add("m2_whitening_topup", total, sens, symmetric2=True,
-                              note=note + f"; the same sum with fresh noise, released because the first release's "
-                                          f"k-th eigenvalue was below {lda_private.WHITENING_TOPUP_SNR:g}× its noise "
-                                          f"level (public), averaged with it by precision "
-                                          f"(lda_private.split_whitening)")
-            del total       # d×d; not needed once both releases are made
-            e2, sigma = lda_private.combine_releases(e2, sigma, again, noise.sigma("m2_whitening_topup", sens))
-            del again
-            vals, vecs = spectrum(e2)
-    st.step("whitening", 1, 1)
-    return vals, vecs, None, e2 / n_hat, sigma, topup
+def _whitening_description(solver: dict) -> str:
+    """The spectral stats' ``whitening`` entry: ``dense``, ``matrix-free …`` or ``power method, … products``."""
+    if solver["form"] == "dense":
+        return "dense"
+    if solver["form"] == "power":
+        return f"power method, {solver['products']} products"
+    return (f"matrix-free (LOBPCG, {solver['products']} products"
+            f"{'' if solver['converged'] else ', stopped at its iteration cap before its tolerance'})")
 
 
 def _private_whitening(backend, d, k, p, coef, n_hat, m1, m1_var, c2, config, noise, rng, st):
-    """Private whitening of ``M2 = E2 − a2 M̂1M̂1ᵀ + a2 v I`` (dense or products): (Whitening, E2(W,W), top-up record)."""
+    """Private whitening of ``M2 = E2 − a2 M̂1M̂1ᵀ + a2 v I``: (Whitening, E2(W,W), the release's record)."""
     sens = math.sqrt(2.0) * c2
-    topup = None
-    if config.dense_whitening:
-        vals, vecs, Q, E, sigma, topup = _whitening_dense(backend, d, k, coef, n_hat, m1, m1_var, c2, sens, noise,
-                                                          st)
+    if not config.dense_whitening:
+        rel = _whitening_products(backend, d, p, coef, n_hat, m1, m1_var, c2, sens, config, noise, rng, st)
+    elif config.matrix_free:
+        rel = _whitening_matrix_free(backend, d, k, p, coef, n_hat, m1, m1_var, c2, sens, noise, rng, st)
     else:
-        vals, vecs, Q, E = _whitening_products(backend, d, p, coef, n_hat, m1, m1_var, c2, sens, config, noise, rng,
-                                               st)
-        sigma = noise.sigma("m2_whitening", sens)
+        rel = _whitening_dense(backend, d, k, coef, n_hat, m1, m1_var, c2, sens, noise)
+        st.step("whitening", 1, 1)
+    remedy = _spectral_remedy(d, k, config.dense_whitening)
     try:
-        wh = whitening.top_k_from_symmetric(vals, vecs if Q is None else Q @ vecs, k)
+        wh = whitening.top_k_from_symmetric(rel.vals, rel.vecs if rel.basis is None else rel.basis @ rel.vecs, k)
     except ValueError as err:
         raise BudgetNotMetError(f"the privacy budget cannot be met: the noisy second moment does not support "
-                                f"k={k} topics ({err}). {_spectral_remedy(d, k, config.dense_whitening)}") from None
-    noise_level = lda_private.whitening_noise_level(sigma / n_hat, d, 0 if Q is None else p, coef.a2 * m1_var)
+                                f"k={k} topics ({err}). {remedy}") from None
+    noise_level = lda_private.whitening_noise_level(rel.sigma / n_hat, d, rel.noise_p, coef.a2 * m1_var)
     if wh.eigenvalues[-1] <= noise_level:
         raise BudgetNotMetError(
             f"the privacy budget cannot be met: the k-th eigenvalue of the noisy second moment, "
             f"{wh.eigenvalues[-1]:.3g}, is below the spectral norm of its noise, ≈ {noise_level:.3g} "
-            f"({'2σ√d' if Q is None else '2σ(√d + √p)'} + a2·v, public), so the top-{k} subspace would be noise. "
-            f"{_spectral_remedy(d, k, config.dense_whitening)}")
-    V = vecs[:, np.argsort(vals)[::-1][:k]]
-    e2w = (V.T @ E @ V) / np.sqrt(np.outer(wh.eigenvalues, wh.eigenvalues))
-    return wh, e2w, topup
+            f"({'2σ√d' if rel.noise_p == 0 else '2σ(√d + √p)'} + a2·v, public), so the top-{k} subspace would be "
+            f"noise. {remedy}")
+    V = rel.vecs[:, np.argsort(rel.vals)[::-1][:k]]
+    e2w = (V.T @ rel.e2 @ V) / np.sqrt(np.outer(wh.eigenvalues, wh.eigenvalues))
+    return wh, e2w, rel
 
 
 def _tensor_clip(backend, W, key, config, noise) -> float:
@@ -371,7 +479,7 @@ def fit_spectral_private(backend: Backend, vocab_size: int, params: SpectralPara
         m1_var = (noise.plan["m1"].multiplier * sens1 / n_hat) ** 2
     st.step("pass1_stats")
     with st.timed("whitening"):
-        wh, e2w, topup = _private_whitening(backend, d, k, p, coef, n_hat, m1, m1_var, c2, config, noise, rng, st)
+        wh, e2w, rel = _private_whitening(backend, d, k, p, coef, n_hat, m1, m1_var, c2, config, noise, rng, st)
     W = wh.W
     W_ref = backend.broadcast(W)
     key = matrix_key(W)
@@ -395,11 +503,11 @@ def fit_spectral_private(backend: Backend, vocab_size: int, params: SpectralPara
         topic_word, alpha = lda.recover_parameters(lam, V, wh.unwhiten, params.alpha0, params.model)
     stats = {"n_docs": n_total, "n_docs_used_noisy": n_hat, "n_tokens_noisy": tokens_hat, "vocab_size": d,
              "n_shards": backend.n_shards, "tensor_path": "implicit" if config.mechanism == "power" else "explicit",
-             "whitening": "dense" if config.dense_whitening else f"power method, {config.eig_iters + 1} products",
+             "whitening": _whitening_description(rel.solver),
              "clip": {"m1": c1, "m2": c2, "m3": c3},
              "clip_quantiles": {"m1": config.quantile, "m2": config.quantile, "m3": config.tensor_quantile}}
-    if topup is not None:
-        stats["whitening_topup"] = topup
+    if rel.topup is not None:
+        stats["whitening_topup"] = rel.topup
     result = SpectralResult(topic_word, alpha, wh.eigenvalues, np.asarray(lam), stats, st.timings)
     return PrivateSpectral(result, ledger, n_hat, tokens_hat, {"m1": c1, "m2": c2, "m3": c3})
 

@@ -166,9 +166,13 @@ class Shard:
         w1 = moments.doc_weights(moments.doc_lengths(self.counts))[0]
         return np.asarray(self.counts.T @ (w1 * lda_private.clip_factors(self._doc_norms()[0], clip1))).ravel()
 
-    def private_m2_product(self, omega: np.ndarray, clip2: float) -> np.ndarray:
-        """``(Σ_n g_n m2_n) Ω`` (d×p), ``g_n = min(1, C2/‖m2_n‖_F)``."""
-        g = lda_private.clip_factors(self._doc_norms()[1], clip2)
+    def private_m2_product(self, omega: np.ndarray, clip2: float, unique_norm: bool = False) -> np.ndarray:
+        """``(Σ_n g_n m2_n) Ω`` (d×p), ``g_n = min(1, C2/‖m2_n‖_F)``.
+
+        ``unique_norm``: clip by the unique-entry norm ``‖m2_n‖_u`` instead, so that the
+        sum is :meth:`private_m2_dense`'s (the matrix-free form of that release).
+        """
+        g = lda_private.clip_factors(self._doc_norms()[2 if unique_norm else 1], clip2)
         return moments.m2_product_partial(self.counts, omega, doc_scale=g).e2
 
     def private_m2_dense(self, clip2: float) -> np.ndarray:

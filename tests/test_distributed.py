@@ -41,13 +41,15 @@ def test_ray_equals_in_process(ray_session, corpus_dir, tensor):
     assert traffic["m2_product"] == 3 * 2 * D * (K + 10) * 8
 
 
-def test_private_fit_with_tail_release_on_ray_equals_in_process(ray_session, corpus_dir):
-    """The scalable private fit with every release (scan, spectral, tail, unmixing pass, EM) on Ray actors.
+@pytest.mark.parametrize("whitening", ["auto", "matrix-free"])
+def test_private_fit_with_tail_release_on_ray_equals_in_process(ray_session, corpus_dir, whitening):
+    """The scalable private fit with every release (scan, spectral, tail, unmixing pass, EM) on Ray actors,
+    the whitening's second moment formed (auto on 150 words) or matrix-free (its products from the actors).
 
     Seeded noise (reproducible, not private) so both draw the same noise; tolerance as above.
     """
     kw = dict(alpha0=1.0, workers=3, seed=2, progress=False, epsilon=30.0, delta=1e-6, reproducible=True,
-              working_vocab=150, coherence=False, unmix=1, refine=1)
+              working_vocab=150, coherence=False, unmix=1, refine=1, whitening=whitening)
     ray_fit = distdp.fit_lda(corpus_dir, K, **kw)
     local = distdp.fit_lda(corpus_dir, K, backend="local", **kw)
     stages = [r["stage"] for r in ray_fit.info["privacy"]["ledger"]]

@@ -73,6 +73,8 @@ def test_first_releases_sensitivity(data, c1, c2):
     dd = a.private_m2_dense(c2) - b.private_m2_dense(c2)
     np.testing.assert_allclose(dd, dd.T, atol=1e-15)
     assert np.linalg.norm(dd[np.triu_indices(D)]) <= math.sqrt(2) * c2 * (1 + 1e-9)
+    # The matrix-free form of that release multiplies the same clipped sum: its products are the dense one's.
+    np.testing.assert_allclose(a.private_m2_product(Q, c2, True), a.private_m2_dense(c2) @ Q, rtol=1e-9, atol=1e-12)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -741,7 +743,7 @@ def test_refinement_defaults():
     # would switch to the power form), with a tail release whenever that is fewer than d words.
     cap = lda_private.DENSE_WHITENING_MAX_WORDS
     r50 = pf.resolve_refinement(20_000, 50)
-    assert r50.working_vocab == cap and r50.tail and lda_private.whitening_form("auto", r50.working_vocab)
+    assert r50.working_vocab == cap and r50.tail and lda_private.whitening_form("auto", r50.working_vocab) == "dense"
     assert pf.resolve_refinement(4_500, 50).working_vocab == cap
     assert pf.resolve_refinement(3_000, 50).working_vocab == 3_000 and not pf.resolve_refinement(3_000, 50).tail
     assert pf.resolve_refinement(20_000, 50, working_vocab=5_000).working_vocab == 5_000  # asked for: kept
@@ -771,21 +773,73 @@ def test_whitening_noise_level_counts_the_m1_identity_shift(monkeypatch):
 
 
 def test_whitening_form_and_its_releases():
-    assert lda_private.whitening_form("auto", lda_private.DENSE_WHITENING_MAX_WORDS)
-    assert not lda_private.whitening_form("auto", lda_private.DENSE_WHITENING_MAX_WORDS + 1)
-    assert lda_private.whitening_form("dense", 10 ** 6) and not lda_private.whitening_form("power", 10)
+    cap = lda_private.DENSE_WHITENING_MAX_WORDS
+    assert lda_private.whitening_form("auto", cap) == "dense"
+    assert lda_private.whitening_form("auto", cap + 1) == "matrix-free"
+    assert lda_private.whitening_form("dense", 10 ** 6) == "dense" and lda_private.whitening_form("power", 10) == "power"
     with pytest.raises(ValueError, match="whitening must be one of"):
         lda_private.whitening_form("eigh", 10)
     with pytest.raises(ValueError, match="dense_whitening"):
         lda_private.PrivateSpectralConfig(1.0, 1e-6, dense_whitening="yes").validate()
+    with pytest.raises(ValueError, match="power form"):
+        lda_private.PrivateSpectralConfig(1.0, 1e-6, matrix_free=True).validate()
     dense = lda_private.PrivateSpectralConfig(1.0, 1e-6, dense_whitening=True)
+    free = lda_private.PrivateSpectralConfig(1.0, 1e-6, dense_whitening=True, matrix_free=True)
     power = lda_private.PrivateSpectralConfig(1.0, 1e-6)
-    assert (dense.releases("m2_whitening"), power.releases("m2_whitening")) == (1, power.eig_iters + 1)
+    assert (dense.releases("m2_whitening"), free.releases("m2_whitening"), power.releases("m2_whitening")) == \
+        (1, 1, power.eig_iters + 1)
+    assert lda_private.plan_noise(free) == lda_private.plan_noise(dense)   # the same release, the same noise
     # Same share of the budget: one release instead of eig_iters + 1 gets a √(eig_iters + 1) smaller multiplier.
     ratio = lda_private.plan_noise(power)["m2_whitening"].multiplier / lda_private.plan_noise(dense)["m2_whitening"].multiplier
     assert ratio == pytest.approx(math.sqrt(power.eig_iters + 1))
     with pytest.raises(ValueError, match="private fits only"):
         api.fit_lda(sp.csr_matrix(np.ones((5, 4))), 2, backend="local", whitening="dense", progress=False)
+
+
+@pytest.mark.parametrize("topup", [False, True])
+def test_matrix_free_whitening_equals_the_dense_release(monkeypatch, topup):
+    """The matrix-free whitening computes the dense form's release without forming it: with the noise matrices
+    drawn from the same entropy, its eigenpairs are those of the formed matrix ``(S + N)/n̂ − a2 m1m1ᵀ + a2v``
+    (S the dense clipped sum; with the top-up, N the precision average of both draws). LOBPCG stops at
+    residual ≤ MATRIX_FREE_TOL × noise level per pair; the Rayleigh–Ritz pairs then obey Davis–Kahan,
+    sin Θ ≤ √k·tol/(λ_k − λ_{k+1}) (gap of the formed matrix), and eigenvalues to that tol."""
+    from distdp import pipeline, private_pipeline as pp
+
+    monkeypatch.setattr(lda_private, "WHITENING_TOPUP_SNR", 1e9 if topup else 0.0)
+    c = sample_corpus(3000, 150, 5, np.random.default_rng(4), alpha0=1.0, doc_length=80)
+    backend = pipeline.LocalBackend([Shard(c.counts[:1500]), Shard(c.counts[1500:])])
+    cfg = lda_private.PrivateSpectralConfig(8.0, 1e-6, dense_whitening=True, matrix_free=True)
+    plan = lda_private.split_whitening(lda_private.plan_noise(cfg))
+    coef = moments.MomentCoefficients(1.0)
+    d, k, p, n_hat, c2 = 150, 5, 15, 2990.0, 0.05
+    m1 = np.asarray(c.counts.sum(axis=0)).ravel() / c.counts.sum()
+    m1_var, sens = 1e-9, math.sqrt(2) * c2
+    ledger = PrivacyLedger()
+    rel = pp._whitening_matrix_free(backend, d, k, p, coef, n_hat, m1, m1_var, c2, sens,
+                                    _Noise(plan, np.random.default_rng(9), ledger), np.random.default_rng(10),
+                                    pipeline._Stages(None))
+    # The reference: the same two operators' matrices (each draws its entropy from the noise generator in turn).
+    gen = np.random.default_rng(9)
+    s1 = plan["m2_whitening"].multiplier * sens
+    n1 = mechanisms.SymmetricNoiseOperator(d, s1, gen).dense()
+    s2 = plan["m2_whitening_topup"].multiplier * sens
+    n2 = mechanisms.SymmetricNoiseOperator(d, s2, gen).dense()
+    noise = lda_private.combine_releases(n1, s1, n2, s2)[0] if topup else n1
+    S = sum(sh.private_m2_dense(c2) for sh in (Shard(c.counts[:1500]), Shard(c.counts[1500:])))
+    vals, vecs = np.linalg.eigh((S + noise) / n_hat - coef.a2 * np.outer(m1, m1))
+    vals, vecs = vals[::-1] + coef.a2 * m1_var, vecs[:, ::-1]
+    assert rel.topup["made"] == topup and [r.stage for r in ledger.releases] == (
+        ["m2_whitening", "m2_whitening_topup"] if topup else ["m2_whitening"])
+    assert rel.sigma == pytest.approx(lda_private.combine_releases(n1, s1, n2, s2)[1] if topup else s1)
+    order = np.argsort(rel.vals)[::-1][:k]
+    tol = pp.MATRIX_FREE_TOL * lda_private.whitening_noise_level(rel.sigma / n_hat, d, 0, coef.a2 * m1_var)
+    assert np.max(np.abs(rel.vals[order] - vals[:k])) <= tol
+    top = rel.basis @ rel.vecs[:, order]
+    sin_theta = np.sqrt(max(0.0, 1 - np.linalg.svd(vecs[:, :k].T @ top, compute_uv=False).min() ** 2))
+    assert sin_theta <= math.sqrt(k) * tol / (vals[k - 1] - vals[k])
+    # E2 in the basis is the formed release's, as the whitened tensor's assembly needs.
+    np.testing.assert_allclose(rel.e2, rel.basis.T @ ((S + noise) / n_hat) @ rel.basis, rtol=1e-9, atol=1e-15)
+    assert rel.solver["form"] == "matrix-free" and rel.solver["converged"]
 
 
 def test_noise_is_gaussian_with_the_recorded_scale():
@@ -849,7 +903,8 @@ def corpus_p():
     return sample_corpus(20_000, 200, 5, np.random.default_rng(7), alpha0=1.0)
 
 
-@pytest.mark.parametrize("mechanism, whitening", [("whitened", None), ("power", None), ("whitened", "power")])
+@pytest.mark.parametrize("mechanism, whitening", [("whitened", None), ("power", None), ("whitened", "power"),
+                                                  ("whitened", "matrix-free")])
 def test_large_epsilon_recovers_topics(corpus_p, mechanism, whitening):
     # Five seeds (1–5) measured L1 at ε = 50 against 0.016 non-private, with the two default unmixing
     # passes: whitened / power mechanism 0.0161–0.0189 / 0.0165–0.0183 with the dense whitening (the
@@ -859,7 +914,8 @@ def test_large_epsilon_recovers_topics(corpus_p, mechanism, whitening):
     # / 0.0151–0.0165 with the hard threshold instead of the firm one, lda_private.threshold_noisy;
     # before the solves' mixing was aligned, lda_private.align_mixing: 0.0160–0.0196 / 0.0165–0.0186 /
     # 0.0152–0.0165; one pass: 0.019–0.022 / 0.017–0.023, and 0.016–0.018). Tolerance: 1.5× the
-    # non-private error (0.024), 27% above the largest of the 15 (it was 2× with one pass).
+    # non-private error (0.024), 27% above the largest of the 15 (it was 2× with one pass). The matrix-free
+    # form of the dense release (its own noise draws): 0.0155–0.0193 on the same seeds.
     base = api.fit_lda(corpus_p.counts, 5, backend="local", seed=0, progress=False, coherence=False)
     m = api.fit_lda(corpus_p.counts, 5, backend="local", epsilon=50, delta=1e-6, seed=1, reproducible=True,
                     progress=False, mechanism=mechanism, whitening=whitening)
@@ -869,9 +925,11 @@ def test_large_epsilon_recovers_topics(corpus_p, mechanism, whitening):
     assert not pv["private"] and pv["guarantee"].startswith("none")
     # 200 words: the default whitening releases the dense second moment once; "power" takes eig_iters + 1 products.
     m2 = next(r for r in pv["ledger"] if r["stage"] == "m2_whitening")
-    dense = whitening is None
-    assert m.info["corpus"]["whitening"] == ("dense" if dense else "power method, 7 products")
-    assert m2["count"] == (1 if dense else 7) and ("Analyze Gauss" in m2["note"]) == dense
+    once = whitening in (None, "matrix-free")
+    described = {None: "dense", "power": "power method, 7 products"}.get(whitening, "matrix-free (LOBPCG, ")
+    assert m.info["corpus"]["whitening"].startswith(described)
+    assert m2["count"] == (1 if once else 7) and ("Analyze Gauss" in m2["note"]) == once
+    assert ("never formed" in m2["note"]) == (whitening == "matrix-free")
 
 
 def test_tensor_clip_keeps_alpha_near_the_truth():
@@ -989,13 +1047,12 @@ def test_budget_that_cannot_be_met_fails_clearly():
     assert str(err.value).endswith(BudgetNotMetError.SPENT)
     # The spectral stage ran on all 200 words (100·k ≥ d): the message names the flags that help.
     assert "ran on 200 words" in str(err.value) and "--working-vocab 100" in str(err.value)
-    assert "--refine-budget" in str(err.value) and "--whitening dense" not in str(err.value)
-    # With the power-method whitening the message names the dense form first (it needs far less budget).
+    assert "--refine-budget" in str(err.value) and "--whitening" not in str(err.value)
+    # With the power-method whitening the message names the second-moment form first (far less budget).
     with pytest.raises(BudgetNotMetError, match="privacy budget cannot be met") as err:
         api.fit_lda(c.counts, 5, backend="local", epsilon=0.05, delta=1e-6, progress=False, seed=0,
                     reproducible=True, whitening="power")
-    assert "power form" in str(err.value) and "--whitening dense (0.305 MB per shard on 200 words)" in str(err.value)
-    assert "--working-vocab 200, dense by default" in str(err.value)
+    assert "power form" in str(err.value) and "--whitening dense (the default on 200 words)" in str(err.value)
 
 
 def test_cli_private_fit(tmp_path, capsys, monkeypatch):
@@ -1128,13 +1185,15 @@ def test_needs_topup_and_combine_releases():
     assert abs(value.std() - s) <= 4 * s / math.sqrt(2 * n)
 
 
+@pytest.mark.parametrize("whitening", ["dense", "matrix-free"])
 @pytest.mark.parametrize("ratio, made", [(0.0, False), (1e9, True)])
-def test_whitening_topup_branches(corpus_p, monkeypatch, ratio, made):
-    # Both branches of the adaptive whitening: the ledger has the top-up release exactly when it was made,
-    # an unmade top-up's budget is in the passes' Q, and both spend exactly the requested ε.
+def test_whitening_topup_branches(corpus_p, monkeypatch, ratio, made, whitening):
+    # Both branches of the adaptive whitening, in both forms of its release: the ledger has the top-up
+    # release exactly when it was made, an unmade top-up's budget is in the passes' Q, and both spend
+    # exactly the requested ε.
     monkeypatch.setattr(lda_private, "WHITENING_TOPUP_SNR", ratio)
     m = api.fit_lda(corpus_p.counts, 5, backend="local", epsilon=4.0, delta=1e-6, seed=0, reproducible=True,
-                    progress=False, working_vocab=100, coherence=False)
+                    progress=False, working_vocab=100, coherence=False, whitening=whitening)
     pv = m.info["privacy"]
     assert 4.0 * (1 - 1e-6) <= pv["epsilon"] <= 4.0
     stages = [r["stage"] for r in pv["ledger"]]

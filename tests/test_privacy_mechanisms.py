@@ -75,6 +75,29 @@ def test_symmetric_noise_is_symmetric_with_iid_unique_entries():
     np.testing.assert_array_equal(L2, np.transpose(L2, (1, 0, 2)))
 
 
+def test_symmetric_noise_operator_is_one_fixed_matrix_of_the_dense_form():
+    # d = 37 with 8-row tiles: diagonal, off-diagonal and ragged tiles all occur.
+    op = M.SymmetricNoiseOperator(37, 2.0, np.random.default_rng(4), block=8)
+    E = op.dense()
+    np.testing.assert_array_equal(E, E.T)
+    X = np.random.default_rng(5).standard_normal((37, 3))
+    np.testing.assert_allclose(op.matmat(X), E @ X, rtol=1e-12, atol=1e-12)   # every product: the same matrix
+    np.testing.assert_allclose(op.matmat(X[:, 0]), E @ X[:, 0], rtol=1e-12, atol=1e-12)
+    assert op.products == 3
+    # Same entropy source → same matrix; another → another.
+    np.testing.assert_array_equal(M.SymmetricNoiseOperator(37, 2.0, np.random.default_rng(4), block=8).dense(), E)
+    assert not np.allclose(M.SymmetricNoiseOperator(37, 2.0, np.random.default_rng(6), block=8).dense(), E)
+    # Unique entries iid N(0, 2²) (fixed seed; KS at 10⁻³ rejects a scale off by 5% at this n), pooled over
+    # tile sizes that make the diagonal/off-diagonal split differ, one tile included.
+    upper = np.concatenate([M.SymmetricNoiseOperator(120, 2.0, np.random.default_rng(s), block=b).dense()[
+        np.triu_indices(120)] for s, b in ((7, 16), (8, 50), (9, 1000))])
+    assert stats.kstest(upper / 2.0, "norm").pvalue > 1e-3
+    with pytest.raises(ValueError, match="expected 37 rows"):
+        op.matmat(np.ones((36, 2)))
+    with pytest.raises(ValueError, match="block"):
+        M.SymmetricNoiseOperator(5, 1.0, np.random.default_rng(0), block=0)
+
+
 def test_symmetric_tensor_noise_refuses_tensors_that_do_not_fit():
     with pytest.raises(ValueError, match="DP tensor power method"):
         M.symmetric_tensor_noise(10_000, 1.0, np.random.default_rng(0))

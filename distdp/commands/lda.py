@@ -64,8 +64,11 @@ def register(sub) -> None:
                    help="run the private spectral stage on this many most frequent words (noisy); the "
                         "refinement covers every word (default min(d, 100k, 4000) with a refinement, else d)")
     d.add_argument("--whitening", choices=WHITENING_FORMS,
-                   help="private whitening: one noisy dense second moment of the working vocabulary, or the "
-                        f"noisy power method (never d×d); default auto: dense up to {DENSE_WHITENING_MAX_WORDS} words")
+                   help="private whitening: one noisy second moment of the working vocabulary, formed as a "
+                        "d×d matrix (dense) or only multiplied, its noise regenerated per product (matrix-free: "
+                        "the same release, O(d·k) memory), or the noisy power method (power: a release per "
+                        f"product, weaker); default auto: dense up to {DENSE_WHITENING_MAX_WORDS} words, "
+                        "matrix-free above")
     d.add_argument("--reproducible", action="store_true",
                    help="allow --seed in private mode: the result is then reported as NOT private")
     d.add_argument("--public-corpus", help="corpus declared public on which a private fit's coherence is measured")

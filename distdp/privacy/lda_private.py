@@ -12,18 +12,22 @@ which of them have ≥ 3 tokens is not):
 2. ``m1``: ``Σ_n f_n m1_n`` with ``f_n = min(1, C1/‖m1_n‖)``: nonnegative
    vectors of norm ≤ C1, so two of them differ by ≤ ``√2·C1`` (their inner
    product is ≥ 0).
-3. ``m2_whitening``, one of two forms (:data:`DENSE_WHITENING_MAX_WORDS`):
+3. ``m2_whitening``, one of two releases (:func:`whitening_form`):
 
    * *dense* (once): ``Σ_n g_n m2_n`` itself, ``g_n = min(1, C2/‖m2_n‖_u)``,
      with symmetric noise on its ``d(d+1)/2`` unique entries (Analyze Gauss,
      Dwork et al. 2014). ``‖A‖_u² = Σ_{i≤j} A_ij² = (‖A‖_F² + Σ_i A_ii²)/2``
      is the norm of that unique-entry vector (:func:`doc_norms`); clipped
-     nonnegative matrices differ in it by ≤ ``√2·C2``.
+     nonnegative matrices differ in it by ≤ ``√2·C2``. Above
+     :data:`DENSE_WHITENING_MAX_WORDS` words the same release is made
+     matrix-free (``PrivateSpectralConfig.matrix_free``): never formed, only
+     multiplied, its noise regenerated for every product
+     (:class:`~distdp.privacy.mechanisms.SymmetricNoiseOperator`).
    * *power* (once per subspace iteration): ``(Σ_n g_n m2_n) Q`` with
      ``g_n = min(1, C2/‖m2_n‖_F)`` and ``Q`` orthonormal: nonnegative
      matrices of Frobenius norm ≤ C2 differ by ≤ ``√2·C2``, and
      ``‖ΔQ‖_F ≤ ‖Δ‖_F‖Q‖₂`` (the noisy power method of Hardt & Price 2014 on
-     the raw second moment), for vocabularies too large for a d×d matrix.
+     the raw second moment); far noisier for the same budget (``--whitening power``).
 
    The ``counts`` histogram of release 1 is of the norm the form clips by.
    Before unmixing passes the dense form is released in two parts
@@ -95,14 +99,15 @@ STAGES = ("counts", "m1", "m2_whitening", "tensor_bounds", "whitened_tensor")
 DEFAULT_SHARES = {"counts": 0.01, "m1": 0.04, "m2_whitening": 0.85, "tensor_bounds": 0.01,
                   "whitened_tensor": 0.09}
 
-#: Largest working vocabulary whose whitening releases the dense d×d second moment (8·d² bytes per
-#: shard: 128 MB here); above it, the noisy power method. Measured on synthetic LDA (N = 10⁵,
-#: d = 2,000, k = 20, ε = 4, one noise draw of each): the top-k subspace's largest principal angle
-#: to the noise-free one is 0.31 rad dense vs 1.24 rad (a topic lost) with 7 products; one release
-#: instead of 7 divides the noise by √7, and no iteration loses signal to it.
+#: Largest working vocabulary whose whitening forms the released d×d second moment (8·d² bytes per
+#: shard: 128 MB here); above it the same release is computed matrix-free (its products only). The
+#: second-moment release beats the noisy power method's products (N = 10⁵, d = 2,000, k = 20, ε = 4,
+#: one noise draw of each): the top-k subspace's largest principal angle to the noise-free one is
+#: 0.31 rad vs 1.24 rad (a topic lost) with 7 products; one release instead of 7 divides the noise
+#: by √7, and no iteration loses signal to it.
 DENSE_WHITENING_MAX_WORDS = 4000
 #: Choices of the whitening's form (:func:`whitening_form`).
-WHITENING_FORMS = ("auto", "dense", "power")
+WHITENING_FORMS = ("auto", "dense", "matrix-free", "power")
 
 #: ℓ2 sensitivity of the first release (see the module docstring).
 COUNT_SENSITIVITY = math.sqrt(6.0)
@@ -162,10 +167,16 @@ class PrivateSpectralConfig:
     length_cap : int
         Public cap ``L`` on the tokens counted per document in the token total.
     dense_whitening : bool
-        Release ``Σ g_n m2_n`` once as a dense d×d matrix (release 3, dense
-        form) instead of ``eig_iters + 1`` products ``M2 Q``
-        (:func:`whitening_form` chooses it for d ≤
-        :data:`DENSE_WHITENING_MAX_WORDS`).
+        Release ``Σ g_n m2_n`` once (release 3, the second-moment form:
+        one symmetric Gaussian noise matrix) instead of ``eig_iters + 1``
+        noisy products ``M2 Q`` (the power form).
+    matrix_free : bool
+        With ``dense_whitening``: never form that d×d release, only its
+        products (the noise regenerated per product,
+        :class:`~distdp.privacy.mechanisms.SymmetricNoiseOperator`; the
+        eigenpairs by LOBPCG). The same release and privacy; memory O(d·p).
+        :func:`whitening_form` chooses it above
+        :data:`DENSE_WHITENING_MAX_WORDS` words.
     shares : dict
         Fraction of the Gaussian budget (in μ², which adds exactly) per stage.
     """
@@ -179,6 +190,7 @@ class PrivateSpectralConfig:
     tensor_quantile: float = 0.99
     length_cap: int = 100
     dense_whitening: bool = False
+    matrix_free: bool = False
     shares: dict = field(default_factory=lambda: dict(DEFAULT_SHARES))
 
     def validate(self) -> None:
@@ -194,8 +206,12 @@ class PrivateSpectralConfig:
         for name in ("quantile", "tensor_quantile"):
             if not 0 < getattr(self, name) <= 1:
                 raise ValueError(f"{name} must be in (0, 1], got {getattr(self, name)!r}")
-        if not isinstance(self.dense_whitening, bool):
-            raise ValueError(f"dense_whitening must be True or False, got {self.dense_whitening!r}")
+        for name in ("dense_whitening", "matrix_free"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        if self.matrix_free and not self.dense_whitening:
+            raise ValueError("matrix_free=True computes the second-moment release (dense_whitening=True) without "
+                             "forming it; the power form (dense_whitening=False) has no matrix to avoid")
         if set(self.shares) != set(STAGES) or not all(v > 0 for v in self.shares.values()):
             raise ValueError(f"shares must give a positive fraction to each of {STAGES}, got {self.shares!r}")
 
@@ -344,11 +360,17 @@ def combine_releases(first: np.ndarray, sigma_first: float, second: np.ndarray,
     ``first + w(second − first)``, ``w = σ₂⁻²/(σ₁⁻² + σ₂⁻²)``, in one new array (the inputs are not
     modified): the dense whitening's d×d releases are up to 128 MB each.
     """
-    p1, p2 = 1.0 / float(sigma_first) ** 2, 1.0 / float(sigma_second) ** 2
+    _, w2, sigma = precision_weights(sigma_first, sigma_second)
     out = np.subtract(second, first, dtype=np.float64)
-    out *= p2 / (p1 + p2)
+    out *= w2
     out += first
-    return out, 1.0 / math.sqrt(p1 + p2)
+    return out, sigma
+
+
+def precision_weights(sigma_first: float, sigma_second: float) -> tuple[float, float, float]:
+    """Weights ``(w₁, w₂)`` of two Gaussian releases' precision average and its σ = (σ₁⁻² + σ₂⁻²)^{-1/2}."""
+    p1, p2 = 1.0 / float(sigma_first) ** 2, 1.0 / float(sigma_second) ** 2
+    return p1 / (p1 + p2), p2 / (p1 + p2), 1.0 / math.sqrt(p1 + p2)
 
 
 # --------------------------------------------------------------------------- clip bounds
@@ -474,15 +496,19 @@ def assemble_tensor_apply(e3u: np.ndarray, U: np.ndarray, e2w: np.ndarray, m: np
             + coef.b3 * (m[:, None] * (mu * mu)[None, :] - m1_var * sym_apply(gram)))
 
 
-def whitening_form(choice: str, d: int) -> bool:
-    """Whether the whitening on ``d`` words releases the dense second moment (True) or products (False).
+def whitening_form(choice: str, d: int) -> str:
+    """The whitening's form on ``d`` words: ``"dense"``, ``"matrix-free"`` or ``"power"``.
 
-    ``choice``: ``"dense"``, ``"power"``, or ``"auto"`` (dense for d ≤
-    :data:`DENSE_WHITENING_MAX_WORDS`). ``d`` is public (the working vocabulary's size).
+    ``choice``: one of :data:`WHITENING_FORMS`; ``"auto"`` releases the
+    second moment once, formed as a d×d matrix for d ≤
+    :data:`DENSE_WHITENING_MAX_WORDS` and matrix-free above. ``d`` is public
+    (the working vocabulary's size).
     """
     if choice not in WHITENING_FORMS:
         raise ValueError(f"whitening must be one of {WHITENING_FORMS}, got {choice!r}")
-    return choice == "dense" or (choice == "auto" and d <= DENSE_WHITENING_MAX_WORDS)
+    if choice == "auto":
+        return "dense" if d <= DENSE_WHITENING_MAX_WORDS else "matrix-free"
+    return choice
 
 
 def whitening_noise_level(sigma: float, d: int, p: int, shift: float) -> float:

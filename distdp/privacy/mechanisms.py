@@ -24,7 +24,7 @@ __all__ = [
     "private_generator", "noise_generator", "check_epsilon", "check_delta", "check_sensitivity",
     "gaussian_delta", "gaussian_epsilon", "analytic_gaussian_sigma", "classical_gaussian_sigma",
     "gaussian_noise", "laplace_scale", "laplace_noise", "l2_vector_beta", "l2_vector_noise",
-    "symmetric_matrix_noise", "symmetric_tensor_noise", "n_unique_entries", "unique_entries",
+    "symmetric_matrix_noise", "SymmetricNoiseOperator", "symmetric_tensor_noise", "n_unique_entries", "unique_entries",
     "from_unique_entries", "MAX_DENSE_NOISE_ENTRIES",
 ]
 
@@ -245,6 +245,76 @@ def symmetric_matrix_noise(d: int, scale: float, rng: np.random.Generator, kind:
     E = np.zeros((d, d))
     E[iu] = vals
     return E + np.triu(E, 1).T
+
+
+class SymmetricNoiseOperator:
+    """Products with one symmetric Gaussian noise matrix that is never stored (matrix-free Analyze Gauss).
+
+    The matrix is :func:`symmetric_matrix_noise`'s distribution, iid
+    ``N(0, scale²)`` on the unique entries ``i ≤ j`` and mirrored, but it is
+    drawn block by block from counter-based streams keyed by the block's
+    position (``SeedSequence(entropy, spawn_key=(I, J))``), so every product
+    regenerates the same matrix: ``N X`` costs d²/2 draws and O(d²p) flops,
+    and the memory is one ``block × block`` tile. The entropy is drawn once
+    from ``rng`` and kept only in this object: a release ``S + N`` made
+    through products with this operator is one Gaussian release of ``S``,
+    whatever is computed from it (post-processing).
+
+    Parameters
+    ----------
+    d : int
+        Dimension.
+    scale : float
+        Standard deviation of each unique entry.
+    rng : numpy.random.Generator
+        Source of the entropy (the private run's noise generator).
+    block : int
+        Tile size; the distribution does not depend on it.
+    """
+
+    def __init__(self, d: int, scale: float, rng: np.random.Generator, block: int = 1024):
+        if int(d) != d or d < 1:
+            raise ValueError(f"d must be an integer ≥ 1, got {d!r}")
+        if int(block) != block or block < 1:
+            raise ValueError(f"block must be an integer ≥ 1, got {block!r}")
+        self.d, self.scale, self.block = int(d), float(scale), int(block)
+        self._entropy = [int(x) for x in rng.integers(0, 2 ** 63, size=4)]
+        self.products = 0
+
+    def _tile(self, i: int, j: int) -> np.ndarray:
+        """Rows of block ``i``, columns of block ``j`` (``i ≤ j``); a diagonal tile is symmetric."""
+        b = self.block
+        rows, cols = min(b, self.d - i * b), min(b, self.d - j * b)
+        gen = np.random.Generator(np.random.PCG64(np.random.SeedSequence(self._entropy, spawn_key=(i, j))))
+        t = gen.standard_normal((rows, cols))
+        if i == j:
+            t = np.triu(t)
+            t += np.triu(t, 1).T
+        return t * self.scale
+
+    def matmat(self, X: np.ndarray) -> np.ndarray:
+        """``N X`` for a d×p (or length-d) ``X``."""
+        X = np.asarray(X, dtype=float)
+        vec = X.ndim == 1
+        X = X[:, None] if vec else X
+        if X.shape[0] != self.d:
+            raise ValueError(f"expected {self.d} rows, got shape {X.shape}")
+        Y = np.zeros_like(X)
+        b, nb = self.block, -(-self.d // self.block)
+        for i in range(nb):
+            ri = slice(i * b, (i + 1) * b)
+            for j in range(i, nb):
+                rj = slice(j * b, (j + 1) * b)
+                t = self._tile(i, j)
+                Y[ri] += t @ X[rj]
+                if i != j:
+                    Y[rj] += t.T @ X[ri]
+        self.products += 1
+        return Y[:, 0] if vec else Y
+
+    def dense(self) -> np.ndarray:
+        """The whole matrix (tests and small d only)."""
+        return self.matmat(np.eye(self.d))
 
 
 def n_unique_entries(d: int) -> int:
