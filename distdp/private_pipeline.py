@@ -281,6 +281,9 @@ def _whitening_dense(backend, d, k, coef, n_hat, m1, m1_var, c2, sens, noise) ->
 #: LOBPCG's residual tolerance in the matrix-free whitening, as a fraction of the release's noise level
 #: (public): the solver's error in the top-k subspace, ≲ residual/gap, stays far below the noise's own.
 MATRIX_FREE_TOL = 1e-3
+#: ... and at least this fraction of ‖M̂2 X0‖₂ (X0 the random start): at a huge ε the noise level is
+#: below M2's rounding, and iterating to it is wasted products.
+MATRIX_FREE_REL_TOL = 1e-6
 #: Most LOBPCG iterations (one product each) of the matrix-free whitening.
 MATRIX_FREE_MAX_ITER = 300
 
@@ -321,7 +324,8 @@ def _whitening_matrix_free(backend, d, k, p, coef, n_hat, m1, m1_var, c2, sens, 
 
     def spectrum(sigma_):
         tol = MATRIX_FREE_TOL * lda_private.whitening_noise_level(sigma_ / n_hat, d, 0, shift)
-        Q, _, converged = whitening.lobpcg_top_basis(m2_apply, _orthonormal(rng, d, p), tol, MATRIX_FREE_MAX_ITER)
+        Q, _, converged = whitening.lobpcg_top_basis(m2_apply, _orthonormal(rng, d, p), tol, MATRIX_FREE_MAX_ITER,
+                                                     MATRIX_FREE_REL_TOL)
         e2q = Q.T @ e2_apply(Q)
         e2q = 0.5 * (e2q + e2q.T)
         qm = Q.T @ m1

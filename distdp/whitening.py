@@ -127,7 +127,7 @@ def randomized_top_eigh(apply: Callable[[np.ndarray], np.ndarray], first_product
 
 
 def lobpcg_top_basis(apply: Callable[[np.ndarray], np.ndarray], X0: np.ndarray, tol: float,
-                     max_iter: int = 200) -> tuple[np.ndarray, int, bool]:
+                     max_iter: int = 200, rel_tol: float = 0.0) -> tuple[np.ndarray, int, bool]:
     """An orthonormal basis of the top eigenvectors of a symmetric operator seen through block products (LOBPCG).
 
     Where every product is expensive but its cost hardly depends on the
@@ -137,6 +137,9 @@ def lobpcg_top_basis(apply: Callable[[np.ndarray], np.ndarray], X0: np.ndarray, 
     (``λ_k/λ_{p+1}`` → 1) is hundreds; LOBPCG's rate is that of a
     preconditioned CG, tens (a 4,000-word spiked Wigner matrix, k = 50,
     ``λ_k`` 1.1× the bulk's edge: 69 products for subspace angles of 10⁻³).
+    Below ``d = 5p`` the operator is formed (``apply(I)``, small) and
+    diagonalised, as scipy's ``lobpcg`` would; if LOBPCG breaks down (a
+    singular Gram matrix) the remaining products go to subspace iteration.
 
     Parameters
     ----------
@@ -149,30 +152,54 @@ def lobpcg_top_basis(apply: Callable[[np.ndarray], np.ndarray], X0: np.ndarray, 
         A's units).
     max_iter : int
         Most iterations (each one product).
+    rel_tol : float
+        Floor on ``tol`` relative to ``‖A X0‖₂`` (one more product): where
+        ``tol`` is far below rounding of A's scale (a private fit at a huge
+        ε, whose noise level sets ``tol``), iterating to it is wasted.
 
     Returns
     -------
     (basis, products, converged)
         Orthonormal d×p basis of the p Ritz vectors of the largest Ritz
         values (a Rayleigh–Ritz step on it gives the eigenpairs), the
-        products made and whether every residual reached ``tol``
+        products made and whether every residual reached the tolerance
         (Knyazev 2001; scipy's ``lobpcg``).
     """
     from scipy.sparse.linalg import LinearOperator, lobpcg
 
     d, p = X0.shape
+    if d < 5 * p:
+        return np.linalg.eigh(_sym(apply(np.eye(d))))[1][:, ::-1][:, :p], 1, True
     count = [0]
 
     def mm(X):
         count[0] += 1
         return apply(np.asarray(X).reshape(d, -1))
 
+    if rel_tol > 0:
+        tol = max(tol, rel_tol * float(np.linalg.norm(mm(X0), 2)))
     op = LinearOperator((d, d), matvec=mm, matmat=mm, dtype=float)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)   # "not reaching the requested tolerance": reported instead
-        _, vecs, res = lobpcg(op, X0, largest=True, tol=tol, maxiter=max_iter, retResidualNormsHistory=True)
-    converged = bool(np.all(np.asarray(res[-1]) <= tol))
-    return np.linalg.qr(vecs)[0], count[0], converged
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)   # "not reaching the requested tolerance": reported instead
+            _, vecs, res = lobpcg(op, X0, largest=True, tol=tol, maxiter=max_iter, retResidualNormsHistory=True)
+    except np.linalg.LinAlgError:
+        Q, converged = _subspace_basis(mm, X0, tol, max(1, max_iter - count[0]))
+        return Q, count[0], converged
+    return np.linalg.qr(vecs)[0], count[0], bool(np.all(np.asarray(res[-1]) <= tol))
+
+
+def _subspace_basis(apply, X0: np.ndarray, tol: float, max_iter: int) -> tuple[np.ndarray, bool]:
+    """Subspace iteration until every Ritz pair has absolute residual ≤ ``tol`` (LOBPCG's fallback)."""
+    Q = np.linalg.qr(X0)[0]
+    for _ in range(max_iter):
+        Y = apply(Q)
+        vals, vecs = np.linalg.eigh(_sym(Q.T @ Y))
+        converged = bool(np.all(np.linalg.norm(Y @ vecs - (Q @ vecs) * vals[None, :], axis=0) <= tol))
+        if converged:
+            break
+        Q = np.linalg.qr(Y)[0]
+    return Q, converged
 
 
 def _sym(B: np.ndarray) -> np.ndarray:

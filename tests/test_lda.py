@@ -130,6 +130,34 @@ def test_lobpcg_top_basis_spans_the_top_eigenvectors():
     assert sin_theta <= np.sqrt(k) * tol / (vals[k - 1] - vals[k])
 
 
+def test_lobpcg_top_basis_small_problems_breakdowns_and_tiny_tolerances(monkeypatch):
+    rng = np.random.default_rng(12)
+    U, _ = np.linalg.qr(rng.standard_normal((300, 4)))
+    A = (U * np.array([40.0, 30.0, 20.0, 10.0])) @ U.T + 1e-12 * np.eye(300)   # exact rank 4, no noise
+    top = U[:, :4]
+
+    def spans_top(Q):  # the top-4 Ritz vectors of the basis span U (to rounding)
+        ritz = Q @ np.linalg.eigh(Q.T @ A @ Q)[1][:, ::-1][:, :4]
+        return np.linalg.svd(top.T @ ritz, compute_uv=False).min() > 1 - 1e-8
+
+    # d < 5p: formed and diagonalised in one product (scipy's lobpcg would do the same, without a history).
+    Q, products, converged = whitening.lobpcg_top_basis(lambda X: A[:40, :40] @ X, rng.standard_normal((40, 10)), 1e-9)
+    assert (products, converged, Q.shape) == (1, True, (40, 10))
+    # A tolerance far below A's rounding (a private fit at a huge ε) stops at the relative floor instead.
+    X0 = rng.standard_normal((300, 12))
+    Q, products, converged = whitening.lobpcg_top_basis(lambda X: A @ X, X0, 1e-30, 300, rel_tol=1e-6)
+    assert converged and products < 100 and spans_top(Q)
+    # A LOBPCG breakdown hands the remaining products to subspace iteration.
+    import scipy.sparse.linalg
+
+    def broken(*args, **kwargs):
+        raise np.linalg.LinAlgError("leading minor not positive definite")
+
+    monkeypatch.setattr(scipy.sparse.linalg, "lobpcg", broken)
+    Q, products, converged = whitening.lobpcg_top_basis(lambda X: A @ X, X0, 1e-6, 50)
+    assert converged and products <= 50 and spans_top(Q)
+
+
 def test_simultaneous_method_recovers(corpus_a):
     fitted = distdp.fit_lda(corpus_a.counts, 10, alpha0=1.0, backend="local", seed=0, progress=False,
                             method="simultaneous")
