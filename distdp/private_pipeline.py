@@ -28,7 +28,9 @@ Nothing data-dependent steers the computation unless it was released:
 the number of used documents, the clip bounds, every eigensolver step and
 whether the dense whitening's second release is made
 (:func:`~distdp.privacy.lda_private.split_whitening`) are functions of noisy
-releases only; the number of passes and iterations is fixed in advance.
+releases only; the number of passes and iterations is fixed in advance, but
+for the matrix-free whitening's eigensolver, whose products stop on a test of
+the one noisy matrix they multiply (post-processing of that release).
 """
 from __future__ import annotations
 
@@ -281,11 +283,11 @@ def _whitening_dense(backend, d, k, coef, n_hat, m1, m1_var, c2, sens, noise) ->
 #: LOBPCG's residual tolerance in the matrix-free whitening, as a fraction of the release's noise level
 #: (public): the solver's error in the top-k subspace, ≲ residual/gap, stays far below the noise's own.
 MATRIX_FREE_TOL = 1e-3
-#: ... and at least this fraction of ‖M̂2 X0‖₂ (X0 the random start): at a huge ε the noise level is
-#: below M2's rounding, and iterating to it is wasted products.
+#: ... and at least this fraction of the largest Ritz value: at a huge ε the noise level is below
+#: M2's rounding, and iterating to it is wasted products.
 MATRIX_FREE_REL_TOL = 1e-6
-#: Most LOBPCG iterations (one product each) of the matrix-free whitening.
-MATRIX_FREE_MAX_ITER = 300
+#: Most products of one matrix-free eigensolve.
+MATRIX_FREE_MAX_PRODUCTS = 300
 
 
 def _whitening_matrix_free(backend, d, k, p, coef, n_hat, m1, m1_var, c2, sens, noise, rng, st) -> _WhiteningRelease:
@@ -296,50 +298,47 @@ def _whitening_matrix_free(backend, d, k, p, coef, n_hat, m1, m1_var, c2, sens, 
     return ``(Σ g_n m2_n) X`` (the same clipping by ``‖m2_n‖_u``) and the
     coordinator adds ``N X`` from a
     :class:`~distdp.privacy.mechanisms.SymmetricNoiseOperator`, which
-    regenerates the same ``N`` for every product. Every step of the
-    eigensolver (LOBPCG, to a residual of :data:`MATRIX_FREE_TOL` times the
-    noise level, then one Rayleigh–Ritz product that also gives ``E2`` in the
-    basis) is a function of that one noisy matrix: post-processing of one
-    Gaussian release, like the dense form's ``eigh``, so its stopping rule
-    spends nothing. Memory: O(d·p) per shard and one noise tile at the
-    coordinator; time: d²/2 Gaussian draws per product.
+    regenerates the same ``N`` for every product. The eigensolver
+    (:func:`~distdp.whitening.lobpcg_top_basis`, until the top k Ritz pairs
+    have residuals below :data:`MATRIX_FREE_TOL` times the noise level; its
+    last product gives the Rayleigh–Ritz pairs and ``E2`` in the basis) is a
+    function of that one noisy matrix, stopping rule included:
+    post-processing of one Gaussian release, like the dense form's ``eigh``.
+    The top-up's solve starts from the first one's basis. Memory: O(d·p) per
+    shard and one noise tile at the coordinator; time: d²/2 Gaussian draws
+    per product (d² after a top-up: two noise matrices).
     """
     note, topup_note = _m2_release_notes(noise, d, True)
     ops = [(1.0, noise.operator("m2_whitening", d, sens, note=note))]
     sigma = noise.sigma("m2_whitening", sens)
     shift = coef.a2 * m1_var
-
     solver = {"form": "matrix-free", "solver": "lobpcg", "products": 0, "converged": True}
 
-    def e2_apply(X):
+    def m2_apply(X):
         raw = _sum(backend.call("private_m2_product", backend.broadcast(X), c2, True))
         for weight, op in ops:
-            raw += weight * op.matmat(X)
+            raw = raw + weight * op.matmat(X)      # not in place: a single Ray shard's result is read-only
         solver["products"] += 1
-        st.step("whitening", solver["products"], MATRIX_FREE_MAX_ITER + 1)
-        return raw / n_hat
+        st.step("whitening", solver["products"], MATRIX_FREE_MAX_PRODUCTS)
+        return raw / n_hat - coef.a2 * np.outer(m1, m1 @ X)
 
-    def m2_apply(X):
-        return e2_apply(X) - coef.a2 * np.outer(m1, m1 @ X)
-
-    def spectrum(sigma_):
+    def spectrum(sigma_, start):
         tol = MATRIX_FREE_TOL * lda_private.whitening_noise_level(sigma_ / n_hat, d, 0, shift)
-        Q, _, converged = whitening.lobpcg_top_basis(m2_apply, _orthonormal(rng, d, p), tol, MATRIX_FREE_MAX_ITER,
-                                                     MATRIX_FREE_REL_TOL)
-        e2q = Q.T @ e2_apply(Q)
-        e2q = 0.5 * (e2q + e2q.T)
-        qm = Q.T @ m1
-        vals_, vecs_ = np.linalg.eigh(e2q - coef.a2 * np.outer(qm, qm))
-        solver["converged"] = solver["converged"] and converged
-        return vals_ + shift, vecs_, Q, e2q
+        eb = whitening.lobpcg_top_basis(m2_apply, start, k, tol, MATRIX_FREE_MAX_PRODUCTS, MATRIX_FREE_REL_TOL)
+        qm = eb.basis.T @ m1
+        m2q = eb.basis.T @ eb.product
+        m2q = 0.5 * (m2q + m2q.T)
+        vals_, vecs_ = np.linalg.eigh(m2q)
+        solver["converged"] = solver["converged"] and eb.converged
+        return vals_ + shift, vecs_, eb.basis, m2q + coef.a2 * np.outer(qm, qm)
 
-    vals, vecs, Q, e2q = spectrum(sigma)
+    vals, vecs, Q, e2q = spectrum(sigma, _orthonormal(rng, d, p))
     topup = _topup_record(vals, k, d, sigma, n_hat, shift) if topup_note else None
     if topup is not None and topup["made"]:
         second = noise.operator("m2_whitening_topup", d, sens, note=topup_note)
         w1, w2, sigma = lda_private.precision_weights(sigma, noise.sigma("m2_whitening_topup", sens))
         ops[:] = [(w1, ops[0][1]), (w2, second)]
-        vals, vecs, Q, e2q = spectrum(sigma)
+        vals, vecs, Q, e2q = spectrum(sigma, Q @ vecs[:, ::-1])
     return _WhiteningRelease(vals, vecs, Q, e2q, sigma, 0, topup, solver)
 
 

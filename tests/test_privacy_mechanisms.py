@@ -87,11 +87,21 @@ def test_symmetric_noise_operator_is_one_fixed_matrix_of_the_dense_form():
     # Same entropy source → same matrix; another → another.
     np.testing.assert_array_equal(M.SymmetricNoiseOperator(37, 2.0, np.random.default_rng(4), block=8).dense(), E)
     assert not np.allclose(M.SymmetricNoiseOperator(37, 2.0, np.random.default_rng(6), block=8).dense(), E)
-    # Unique entries iid N(0, 2²) (fixed seed; KS at 10⁻³ rejects a scale off by 5% at this n), pooled over
-    # tile sizes that make the diagonal/off-diagonal split differ, one tile included.
-    upper = np.concatenate([M.SymmetricNoiseOperator(120, 2.0, np.random.default_rng(s), block=b).dense()[
-        np.triu_indices(120)] for s, b in ((7, 16), (8, 50), (9, 1000))])
-    assert stats.kstest(upper / 2.0, "norm").pvalue > 1e-3
+    # Unique entries iid N(0, 2²), pooled over tile sizes that place the diagonal/off-diagonal split
+    # differently (one tile included); fixed seeds. Normal shape by KS; each variance, diagonal and off, within
+    # 4 standard errors of σ² (s.e. σ²√(2/n)); different tiles uncorrelated (|r| ≤ 4/√n). A doubled diagonal
+    # (variance 4σ²) or tiles drawn from one stream (r = 1) fail these.
+    mats = [M.SymmetricNoiseOperator(120, 2.0, np.random.default_rng(s), block=b).dense()
+            for s, b in ((7, 8), (8, 50), (9, 1000), (10, 8), (11, 8))]
+    upper = np.concatenate([m[np.triu_indices(120, 1)] for m in mats])
+    diag = np.concatenate([np.diag(m) for m in mats])
+    assert stats.kstest(np.concatenate([upper, diag]) / 2.0, "norm").pvalue > 1e-3
+    for x in (upper, diag):
+        assert abs(x.var() - 4.0) <= 4 * 4.0 * math.sqrt(2 / x.size)
+    eights = [mats[i] for i in (0, 3, 4)]    # the 8-row tiles (0, 1) and (1, 2) of each
+    a = np.concatenate([m[:8, 8:16].ravel() for m in eights])
+    b = np.concatenate([m[8:16, 16:24].ravel() for m in eights])
+    assert abs(np.corrcoef(a, b)[0, 1]) <= 4 / math.sqrt(a.size)
     with pytest.raises(ValueError, match="expected 37 rows"):
         op.matmat(np.ones((36, 2)))
     with pytest.raises(ValueError, match="block"):

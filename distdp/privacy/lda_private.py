@@ -18,8 +18,8 @@ which of them have ≥ 3 tokens is not):
      with symmetric noise on its ``d(d+1)/2`` unique entries (Analyze Gauss,
      Dwork et al. 2014). ``‖A‖_u² = Σ_{i≤j} A_ij² = (‖A‖_F² + Σ_i A_ii²)/2``
      is the norm of that unique-entry vector (:func:`doc_norms`); clipped
-     nonnegative matrices differ in it by ≤ ``√2·C2``. Above
-     :data:`DENSE_WHITENING_MAX_WORDS` words the same release is made
+     nonnegative matrices differ in it by ≤ ``√2·C2``. By default above
+     :data:`DENSE_WHITENING_MAX_WORDS` words (or when asked) the same release is made
      matrix-free (``PrivateSpectralConfig.matrix_free``): never formed, only
      multiplied, its noise regenerated for every product
      (:class:`~distdp.privacy.mechanisms.SymmetricNoiseOperator`).

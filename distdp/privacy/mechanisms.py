@@ -290,7 +290,8 @@ class SymmetricNoiseOperator:
         if i == j:
             t = np.triu(t)
             t += np.triu(t, 1).T
-        return t * self.scale
+        t *= self.scale
+        return t
 
     def matmat(self, X: np.ndarray) -> np.ndarray:
         """``N X`` for a d×p (or length-d) ``X``."""
