@@ -6,9 +6,12 @@ Dirichlet(10·1) draw), topic-word rows Dirichlet(0.1), document length
 δ = 1e-6. Error: mean L1 distance between matched topics (Hungarian).
 
 Part ``scalable`` (d = 5,000): the mechanisms that never form a d×d or
-d×d×d object, ``whitened`` and ``power`` (distdp.private_pipeline), each with
-tight accounting (joint PLD calibration, the default) and with the papers'
-basic composition (ε split over the releases), against the non-private fit.
+d×d×d object, ``whitened`` and ``power`` (distdp.private_pipeline) with the
+power-method whitening, each with tight accounting (joint PLD calibration, the
+default) and with the papers' basic composition (ε split over the releases),
+and ``whitened+mf``, ``whitened`` with the matrix-free second-moment whitening
+(what ``fit-lda --refine 0`` does on 5,000 words; tight accounting only),
+against the non-private fit.
 Part ``default`` (d = 5,000): the private default of ``fit-lda --epsilon``
 (``whitened+unmix``: a scan release picks the 1,000 most frequent words, the
 spectral fit runs on them, a tail release unmixes every other word's topics,
@@ -30,8 +33,8 @@ experiment: every fit reports "not private"). A fit whose noisy M2 has
 σ_k ≤ 0 fails; it is scored as L1 = 2 (the maximum) and counted.
 
 Run: ``.venv/bin/python benchmarks/lda_privacy_utility.py [--part scalable|default|dense|all] [--runs 2]
-[--n 1000000] [--eps 2 4 8] [--default whitened+unmix]`` (``--n``/``--eps``/``--default`` recompute only
-those rows and keep the rest).
+[--n 1000000] [--eps 2 4 8] [--default whitened+unmix] [--scalable whitened+mf]`` (``--n``/``--eps``/
+``--default``/``--scalable`` recompute only those rows and keep the rest).
 Writes ``benchmarks/results/lda_privacy_utility.{json,png}``.
 """
 from __future__ import annotations
@@ -58,6 +61,7 @@ OUT = Path(__file__).resolve().parent / "results"
 SCALABLE = {"d": 5000, "k": 10, "N": [10_000, 100_000, 1_000_000]}
 DENSE = {"d": 100, "k": 5, "N": [10_000, 100_000]}
 DEFAULT_FITS = ["whitened+unmix", "whitened+em"]
+SCALABLE_FITS = ["whitened", "power", "whitened+mf"]
 DENSE_MECHS = ["config1", "config1-paper", "config2", "config2-declared", "config3", "config4", "agn", "avn"]
 #: The generating model of each backend's corpus (config2-declared declares its bounds from it).
 _TRUTH: dict = {}
@@ -77,7 +81,9 @@ def score(topic_word, truth):
 
 
 def scalable_fit(be, d, k, mech, eps, acc, seed):
-    cfg = lda_private.PrivateSpectralConfig(eps, DELTA, mechanism=mech)
+    free = mech == "whitened+mf"
+    cfg = lda_private.PrivateSpectralConfig(eps, DELTA, mechanism="whitened" if free else mech,
+                                            dense_whitening=free, matrix_free=free)
     plan = lda_private.plan_noise(cfg, accounting_mode=acc)
     res = fit_spectral_private(be, d, SpectralParams(k=k, alpha0=1.0), cfg, np.random.default_rng(seed), plan=plan)
     return res.result.topic_word, res.ledger.epsilon(DELTA)
@@ -201,6 +207,8 @@ def main() -> None:
                     "(the other rows are kept; the baselines are refitted only on a full ε sweep)")
     ap.add_argument("--default", nargs="+", choices=DEFAULT_FITS, default=DEFAULT_FITS,
                     help="only these fits of the default part (the other rows are kept)")
+    ap.add_argument("--scalable", nargs="+", choices=SCALABLE_FITS, default=SCALABLE_FITS,
+                    help="only these fits of the scalable part (the other rows are kept)")
     args = ap.parse_args()
     scalable = {**SCALABLE, "N": args.n or SCALABLE["N"]}
     OUT.mkdir(parents=True, exist_ok=True)
@@ -217,9 +225,13 @@ def main() -> None:
             or (r["mechanism"] == baseline and set(EPS) <= set(args.eps)))
 
     if args.part in ("scalable", "all"):
-        rows = [r for r in rows if not rerun(r, ("whitened", "power"), "non-private")]
-        run_part(scalable, ["whitened", "power"], {m: scalable_fit for m in ("whitened", "power")}, args.runs, rows,
-                 epsilons=args.eps)
+        rows = [r for r in rows if not rerun(r, tuple(args.scalable), "non-private")]
+        power_form = [m for m in args.scalable if m != "whitened+mf"]
+        if power_form:
+            run_part(scalable, power_form, {m: scalable_fit for m in power_form}, args.runs, rows, epsilons=args.eps)
+        if "whitened+mf" in args.scalable:
+            run_part(scalable, ["whitened+mf"], {"whitened+mf": scalable_fit}, args.runs, rows, ("tight",),
+                     epsilons=args.eps)
     if args.part in ("default", "all"):
         rows = [r for r in rows if not rerun(r, tuple(args.default), "non-private+em")]
         run_part(scalable, args.default, {m: default_fit for m in args.default}, args.runs, rows, ("tight",),
