@@ -4,12 +4,14 @@ Pure numpy: the second moment is seen only through a callable ``apply(Ω)`` that
 returns ``M2 Ω`` for a d×p block (a distributed pass over the shards in
 practice). The randomized subspace iteration of Halko, Martinsson & Tropp
 (2011, Alg. 4.4 with Rayleigh–Ritz, Alg. 5.3) needs ``n_iter`` such products
-after the first.
+after the first; :func:`lobpcg_top_basis` (LOBPCG, Knyazev 2001) needs far
+fewer where each product is dear and the spectrum near λ_k is flat (the
+private matrix-free whitening, whose every product regenerates its noise).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 import warnings
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
