@@ -35,6 +35,7 @@ moment, and ``N`` counts the other (eligible) documents only.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import scipy.sparse as sp
@@ -80,6 +81,32 @@ class MomentCoefficients:
 def doc_lengths(counts: sp.csr_matrix) -> np.ndarray:
     """Length ``l_n = Σ_i c_ni`` of every row of a CSR count matrix (float64)."""
     return np.asarray(counts.sum(axis=1), dtype=np.float64).ravel()
+
+
+#: Nonzeros per chunk of :func:`row_sums`: its temporaries are O(this), not O(nnz).
+ROW_SUM_CHUNK = 1 << 22
+
+
+def row_sums(counts: sp.csr_matrix, fn: Callable[[np.ndarray], np.ndarray], chunk: int = ROW_SUM_CHUNK) -> np.ndarray:
+    """``Σ_j fn(c_nj)`` over the nonzeros of every row of a CSR matrix (float64; 0 for an empty row).
+
+    Rows are taken in chunks of about ``chunk`` nonzeros (a longer row whole), so the
+    temporaries ``fn`` makes are O(chunk) and the matrix is not copied: the per-document
+    norms of the private fit's first pass peaked at 2.5× the corpus's ``data`` array when
+    computed on a copy of the whole matrix.
+    """
+    indptr, n = counts.indptr, counts.shape[0]
+    out = np.zeros(n)
+    r0 = 0
+    while r0 < n:
+        r1 = min(n, max(r0 + 1, int(np.searchsorted(indptr, indptr[r0] + chunk, side="right")) - 1))
+        starts = indptr[r0:r1] - indptr[r0]
+        filled = indptr[r0 + 1:r1 + 1] > indptr[r0:r1]
+        if filled.any():
+            vals = np.asarray(fn(counts.data[indptr[r0]:indptr[r1]]), dtype=np.float64)
+            out[r0:r1][filled] = np.add.reduceat(vals, starts[filled])
+        r0 = r1
+    return out
 
 
 def doc_weights(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -210,3 +210,17 @@ def test_short_documents_have_zero_weight(tiny_corpus):
     pa, pb = moments.m2_product_partial(Cs, omega), moments.m2_product_partial(mixed, omega)
     np.testing.assert_allclose(pb.e2, pa.e2, rtol=1e-12)
     np.testing.assert_allclose(pb.q, pa.q, rtol=1e-12)
+
+
+def test_row_sums_in_chunks_equal_the_whole_matrix_sums():
+    # Empty rows (first, last, in runs), a row longer than the chunk, chunks of 1 and of everything.
+    rng = np.random.default_rng(4)
+    dense = rng.poisson(0.3, size=(40, 25)).astype(float)
+    dense[[0, 7, 8, 9, 39]] = 0.0
+    dense[20] = rng.integers(1, 4, size=25)
+    C = sp.csr_matrix(dense)
+    for fn in (np.square, lambda x: (x * x - x) ** 2):
+        want = np.asarray(sp.csr_matrix((fn(C.data), C.indices, C.indptr), shape=C.shape).sum(axis=1)).ravel()
+        for chunk in (1, 3, 7, 25, C.nnz + 1):
+            np.testing.assert_allclose(moments.row_sums(C, fn, chunk), want, rtol=1e-13, atol=0)
+    assert moments.row_sums(sp.csr_matrix((3, 4)), np.square).tolist() == [0.0, 0.0, 0.0]

@@ -414,14 +414,9 @@ def doc_norms(counts: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray, np.ndarray
     ``‖A‖_u = √((‖A‖_F² + Σ A_ii²)/2)``: O(nnz).
     """
     w1, w2, _ = moments.doc_weights(moments.doc_lengths(counts))
-    c = counts.copy()
-
-    def row_sums(data: np.ndarray) -> np.ndarray:
-        c.data = data
-        return np.asarray(c.sum(axis=1)).ravel()
-
-    x = counts.data
-    s2, s3, diag_sq = row_sums(x ** 2), row_sums(x ** 3), row_sums((x ** 2 - x) ** 2)
+    s2 = moments.row_sums(counts, np.square)
+    s3 = moments.row_sums(counts, lambda x: x ** 3)
+    diag_sq = moments.row_sums(counts, lambda x: (x * x - x) ** 2)
     frob_sq = np.maximum(s2 * s2 - 2.0 * s3 + s2, 0.0)
     return w1 * np.sqrt(s2), w2 * np.sqrt(frob_sq), w2 * np.sqrt(0.5 * (frob_sq + diag_sq))
 
@@ -1003,9 +998,7 @@ def combine_unmixed(earlier: UnmixedTopics, later: UnmixedTopics, threshold: flo
 
 def count_norms(counts: sp.csr_matrix) -> np.ndarray:
     """``‖x_n‖₂`` of every document's count vector."""
-    c = counts.copy()
-    c.data = c.data ** 2
-    return np.sqrt(np.asarray(c.sum(axis=1)).ravel())
+    return np.sqrt(moments.row_sums(counts, np.square))
 
 
 def working_columns(frequencies: np.ndarray, h: int) -> np.ndarray:
