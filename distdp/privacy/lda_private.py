@@ -704,7 +704,8 @@ def unmix_pass_statistics(counts: sp.csr_matrix, theta: np.ndarray, norm_cap: fl
 def pass_norms(counts: sp.csr_matrix, g: np.ndarray, scales: np.ndarray) -> np.ndarray:
     """``‖(g_n x_nᵀ)∘S‖_F = (Σ_i g_ni² ‖x_n∘s_i‖₂²)^{1/2}`` of every document (n,), in O(nnz·k)."""
     s2 = np.asarray(scales, dtype=np.float64) ** 2
-    per_topic = np.asarray(counts.multiply(counts) @ s2.T)      # ‖x_n∘s_i‖₂², n×k
+    squares = sp.csr_matrix((np.square(counts.data), counts.indices, counts.indptr), shape=counts.shape)
+    per_topic = np.asarray(squares @ s2.T)      # ‖x_n∘s_i‖₂², n×k; the indices shared, not copied
     return np.sqrt((g * g * per_topic).sum(axis=1))
 
 
