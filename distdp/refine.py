@@ -23,8 +23,12 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import digamma, gammaln
 
-#: Rows per block in the E-step: bounds memory at O(block nnz · k).
-E_BLOCK = 4096
+#: Entries (nonzeros × topics) per block of the E-step, whose temporaries are a few (block nnz)×k arrays.
+#: Fixed 4,096-row blocks peaked at 908 MiB and took 8.6 s at k = 50 (20,000 documents of ≈ 137 distinct
+#: words); 512 rows (3.5 M entries): 124 MiB and 5.3 s, the arrays then fitting the caches better; at
+#: k = 10, 2,048 rows (2.8 M): 103 MiB and 1.5 s against 203 MiB and 1.9 s. γ is identical whatever the
+#: block (each document converges on its own words); the statistics' sums differ in rounding only.
+E_BLOCK_ENTRIES = 1 << 22
 
 
 def dirichlet_expectation(a: np.ndarray) -> np.ndarray:
@@ -73,7 +77,7 @@ class EStepResult:
 
 def e_step(counts: sp.csr_matrix, exp_elog_beta: np.ndarray, alpha: np.ndarray, gamma0: np.ndarray | None = None,
            max_iter: int = 100, tol: float = 1e-3, with_sstats: bool = True, elog_beta: np.ndarray | None = None,
-           block: int = E_BLOCK, contribution_cap: float | None = None,
+           block: int | None = None, contribution_cap: float | None = None,
            contribution_scales: np.ndarray | None = None, with_bound: bool = True) -> EStepResult:
     """Mean-field E-step for every document of ``counts`` (vectorised over documents and words).
 
@@ -91,6 +95,8 @@ def e_step(counts: sp.csr_matrix, exp_elog_beta: np.ndarray, alpha: np.ndarray, 
         frozen, so each document's result depends on its own words alone
         (not on when the others of its block converge: private releases
         rely on that), and iteration stops when all have, or after ``max_iter``.
+    block : int, optional
+        Documents per block (default: about :data:`E_BLOCK_ENTRIES` nonzeros × topics).
     with_bound : bool
         Also compute the documents' part of the ELBO (``doc_bound``; NaN
         otherwise). Callers that only need γ (topic mixtures, the private
@@ -119,6 +125,8 @@ def e_step(counts: sp.csr_matrix, exp_elog_beta: np.ndarray, alpha: np.ndarray, 
     k = exp_elog_beta.shape[0]
     gamma = np.empty((n, k))
     sstats = np.zeros((k, d)) if with_sstats else None
+    if block is None:
+        block = max(1, int(E_BLOCK_ENTRIES * n / max(1, counts.nnz * k)))
     bound, iters = (0.0 if with_bound else float("nan")), 0
     eb_t = np.ascontiguousarray(exp_elog_beta.T)  # (d, k)
     s_t = None if contribution_scales is None else np.ascontiguousarray(np.asarray(contribution_scales).T)
