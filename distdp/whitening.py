@@ -224,27 +224,29 @@ def lobpcg_top_basis(apply: Callable[[np.ndarray], np.ndarray], X0: np.ndarray, 
         Q = np.linalg.qr(X)[0]
         Y = mm(Q)
         vals, y = np.linalg.eigh(_sym(Q.T @ Y))
-        vals, y = vals[::-1], y[:, ::-1]
         tol = max(tol, rel_tol * float(np.abs(vals).max()))
-        residual = np.linalg.norm(Y @ y[:, :k] - (Q @ y[:, :k]) * vals[None, :k], axis=0)
-        converged = bool(np.all(residual <= tol))
+        converged = bool(np.all(_ritz_residuals(Q, Y, vals, y, k)[1] <= tol))
         if converged or count[0] >= max_products:
             return BlockEigenBasis(Q, Y, count[0], converged)
-        X = Q @ y if use_lobpcg else Y
+        X = Q @ y[:, ::-1] if use_lobpcg else Y
 
 
 def _sym(B: np.ndarray) -> np.ndarray:
     return 0.5 * (B + B.T)
 
 
-def _ritz_converged(Q: np.ndarray, Y: np.ndarray, vals: np.ndarray, vecs: np.ndarray, k: int, tol: float) -> bool:
-    """Whether the top k Ritz pairs from ``Y = M2 Q`` all have relative residual ≤ ``tol``."""
+def _ritz_residuals(Q: np.ndarray, Y: np.ndarray, vals: np.ndarray, vecs: np.ndarray,
+                    k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The top k Ritz values ``θ`` of ``Y = M2 Q`` (descending) and their residuals ``‖M2 u − θ u‖₂``."""
     top = np.argsort(vals)[::-1][:k]
     theta = vals[top]
-    if theta[-1] <= 0:
-        return False
-    residual = np.linalg.norm(Y @ vecs[:, top] - (Q @ vecs[:, top]) * theta[None, :], axis=0)
-    return bool(np.all(residual <= tol * theta))
+    return theta, np.linalg.norm(Y @ vecs[:, top] - (Q @ vecs[:, top]) * theta[None, :], axis=0)
+
+
+def _ritz_converged(Q: np.ndarray, Y: np.ndarray, vals: np.ndarray, vecs: np.ndarray, k: int, tol: float) -> bool:
+    """Whether the top k Ritz pairs from ``Y = M2 Q`` all have relative residual ≤ ``tol``."""
+    theta, residual = _ritz_residuals(Q, Y, vals, vecs, k)
+    return bool(theta[-1] > 0 and np.all(residual <= tol * theta))
 
 
 def dense_top_eigh(m2: np.ndarray, k: int) -> Whitening:
