@@ -311,6 +311,8 @@ def _report(fit, oc, params, mech, epsilon, delta, spent, seed, reproducible, le
                        "backend": backend, "workers": oc.backend.n_shards, "refine": r.refine if r else 0,
                        "unmix": r.unmix if r else 0,
                        "word_scale_power": lda_private.WORD_SCALE_POWER if r and (r.unmix or r.refine) else None,
+                       "pass_support": (lda_private.PASS_SUPPORT if r and r.unmix and params.model != "stm"
+                                        else None),
                        "eta": eta if r and r.refine else None,
                        "refine_budget": r.refine_budget if r and r.active else None,
                        "length_cap": length_cap, "epsilon": epsilon, "delta": delta, "mechanism": mech,

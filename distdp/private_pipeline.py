@@ -584,7 +584,9 @@ def _release_unmix(parts: list, stage: str, norm_cap: float, noise: _Noise, gram
     are :func:`~distdp.privacy.lda_private.tail_sensitivities` either way.
     ``diagonal``: ``G`` is diagonal by construction (single-topic θ̂)
     (:func:`~distdp.privacy.lda_private.unmix_diagonal`; a topic without
-    documents above the noise keeps its row of ``previous``).
+    documents above the noise keeps its row of ``previous``). Where ``scales``
+    are 0 (a pass's support, :func:`~distdp.privacy.lda_private.pass_support`)
+    ``Q`` is 0 and is released on the other entries only.
     """
     sens_q, sens_g = lda_private.tail_sensitivities(norm_cap)
     gram = _sum([p_[1] for p_ in parts])
@@ -595,7 +597,12 @@ def _release_unmix(parts: list, stage: str, norm_cap: float, noise: _Noise, gram
         gram = upper + np.triu(upper, 1).T
     else:
         gram = noise.add(f"{stage}_gram", gram, sens_g, note=gram_note)
-    q = noise.add(f"{stage}_sstats", _sum([p_[0] for p_ in parts]), sens_q, note=q_note)
+    q = _sum([p_[0] for p_ in parts])
+    if scales is not None and not np.all(scales > 0):   # released on its support only (lda_private.pass_support)
+        q = q.copy()    # out of place: a single Ray actor's result is read-only
+        q[scales > 0] = noise.add(f"{stage}_sstats", q[scales > 0], sens_q, note=q_note)
+    else:
+        q = noise.add(f"{stage}_sstats", q, sens_q, note=q_note)
     return lda_private.unmix_topics(q, gram, noise.sigma(f"{stage}_sstats", sens_q), threshold, symmetric=symmetric,
                                     scales=scales, diagonal=diagonal, sigma_g=noise.sigma(f"{stage}_gram", sens_g),
                                     previous=previous)
@@ -644,7 +651,8 @@ def unmix_tail_private(view: ColumnBackend, topic_word: np.ndarray, alpha: np.nd
 def unmix_private(backend: Backend, start: lda_private.UnmixedTopics, alpha: np.ndarray, scan: Scan, noise: _Noise,
                   passes: int, threshold: float = EM_THRESHOLD, max_inner: int = 100, tol: float = 1e-3,
                   progress: Callable | None = None, scale_power: float = lda_private.WORD_SCALE_POWER,
-                  single_topic: bool = False) -> np.ndarray:
+                  single_topic: bool = False,
+                  support_threshold: float | None = lda_private.PASS_SUPPORT) -> np.ndarray:
     """``passes`` unmixing releases on every word (``unmix_gram``, ``unmix_sstats``), each from the last.
 
     Each pass estimates every document's mixture ``θ̂_n`` on all its words
@@ -665,9 +673,14 @@ def unmix_private(backend: Backend, start: lda_private.UnmixedTopics, alpha: np.
     sensitivity and their words by ``S``; 0.042 and 0.050 without ``S``): EM
     splits each word between topics by its start's own ratios and keeps the
     zeros of its start; the solve is a fresh estimate of every word's topics.
+    Unless ``support_threshold`` is ``None``, a pass whose start has a solve
+    releases only the entries that solve puts above ``support_threshold`` of
+    its noise deviations (:func:`~distdp.privacy.lda_private.pass_support`; its
+    word scales are 0 elsewhere) and solves each word on them.
     ``single_topic``: ``θ̂_n`` is the one-hot of the document's single-topic
     posterior mode (``alpha`` the topic weights), so ``g_n = θ̂_n``, ``G`` is
-    diagonal and ``β̂_i`` is row i of ``Q/S`` over ``G_ii``. Each pass's solve
+    diagonal and ``β̂_i`` is row i of ``Q/S`` over ``G_ii``; its passes release
+    every entry. Each pass's solve
     is averaged with its start's (the tail release's, then the running
     average) by precision, the start's solve first mapped onto this pass's
     mixing of the topics (:func:`~distdp.privacy.lda_private.align_mixing`)
@@ -682,18 +695,26 @@ def unmix_private(backend: Backend, start: lda_private.UnmixedTopics, alpha: np.
             f"θ̂_n {_MIXTURE[single_topic]} from all words{'' if single_topic else floor_note}, "
             f"w_n = min({norm_cap:.4g}/‖(g_n x_nᵀ)∘S‖_F, {norm_cap:.4g}²/(‖θ̂_n‖₂‖x_n‖₁)), "
             f"word scales S = b^(-{scale_power:.3g}) from the current topics and the scan (word_scales)")
+    support_note = ("" if single_topic or support_threshold is None else
+                    f", released where the pass's start has a solve only on the entries that solve puts above "
+                    f"{support_threshold:g} noise deviations and each word's largest, S = 0 elsewhere (pass_support), "
+                    f"each word solved on its released entries (solve_on_support)")
     combine_note = (" averaged by precision with the previous release's solve, mapped onto this release's mixing "
                     "of the topics (align_mixing), whose variance is inflated by its measured bias (combine_unmixed)"
                     ) if start.solve is not None or passes > 1 else ""
     for t in range(passes):
         topic_word = start.topic_word
         scales = lda_private.word_scales(topic_word, scan.frequencies, scale_power)
+        support = (None if single_topic or support_threshold is None
+                   else lda_private.pass_support(start, support_threshold))
+        if support is not None:
+            scales = scales * support
         mix = topic_word if single_topic else lda_private.mixture_topics(start, lda_private.MIXTURE_FLOOR)
         parts = backend.call("unmix_statistics", backend.broadcast(mix), alpha, float(norm_cap), max_inner,
                              tol, backend.broadcast(scales), single_topic)
         solved = _release_unmix(parts, "unmix", norm_cap, noise,
                                 f"Σ_n w_n l_n g_n θ̂_nᵀ (k×k, all entries) per pass, {rule}",
-                                f"Σ_n w_n (g_n x_nᵀ)∘S (k×d) per pass, {rule}; β̂ = G⁻¹(Q/S)"
+                                f"Σ_n w_n (g_n x_nᵀ)∘S (k×d) per pass, {rule}{support_note}; β̂ = G⁻¹(Q/S)"
                                 + combine_note + ", " + lda_private.threshold_note(threshold)
                                 + _DIAGONAL_NOTE[single_topic], threshold,
                                 symmetric=False, scales=scales, diagonal=single_topic, previous=topic_word)

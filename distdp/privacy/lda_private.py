@@ -123,6 +123,10 @@ WORD_SCALE_POWER = 1.0 / 3.0
 #: Power p of an unmixing pass's document weights ``g_n = θ̂_n^p/‖θ̂_n^p‖₂`` (:func:`unmix_pass_statistics`).
 UNMIX_SHARPEN = 2.0
 
+#: An unmixing pass releases entry (i, v) only where its start's solve is above PASS_SUPPORT of that entry's
+#: noise deviation (:func:`pass_support`).
+PASS_SUPPORT = 0.0
+
 #: Public grids: log-spaced bins for ‖m1_n‖, ‖m2_n‖_F ∈ (0, 1], for B_n relative to r³ and for ‖x_n‖₂ ≥ 1.
 NORM_GRID = (2.0 ** -24, 1.0, 96)
 COUNT_NORM_GRID = (1.0, 2.0 ** 20, 160)
@@ -709,6 +713,43 @@ def pass_norms(counts: sp.csr_matrix, g: np.ndarray, scales: np.ndarray) -> np.n
     return np.sqrt((g * g * per_topic).sum(axis=1))
 
 
+def pass_support(start: UnmixedTopics, threshold: float = PASS_SUPPORT) -> np.ndarray | None:
+    """The entries an unmixing pass releases (k×d bool; post-processing of ``start``), or ``None`` for all.
+
+    Entry ``(i, v)`` is released where ``start``'s solve is above
+    ``threshold`` times its noise deviation, on a row kept from a start
+    (infinite deviation: no information), and where it is word v's largest
+    entry of the solve (every word keeps a topic). ``None`` when ``start``
+    has no solve (a spectral start) or every entry qualifies. The pass's word
+    scales are 0 elsewhere: its documents' terms leave those entries out, and
+    :func:`unmix_topics` solves each word for its released entries alone,
+    taking the others as 0.
+
+    Why: a document's term ``(g_n x_nᵀ)∘S`` is scaled to norm ``C``, and
+    much of that norm sits on entries whose true value is below the noise: a
+    mixed document's words counted in its other topics' rows, which the solve
+    must then subtract, and which the threshold sets to 0 anyway. Leaving out
+    the entries the start already puts below 0 raised the documents' weights
+    by ≈ 12% (the median of ``‖term‖`` over ``‖term on the support‖``, from
+    the true θ̂ of the ``lda_privacy_utility`` corpus, N = 10⁶) and took the
+    solve from L1 0.0307 to 0.0289 at the default's noise (the support from a
+    solve of that noise; a threshold of 0.5 / 1 / 1.5 deviations: 0.0284 /
+    0.0282 / 0.0285). In the whole default the passes are averaged with
+    their starts, which can raise an entry the start set low only if the pass
+    releases it: there ``threshold = 1`` did worse than releasing everything
+    (L1 0.0304 against 0.0277 at ε = 1, N = 10⁶, noise seed 1) and 0 / −0.5
+    better (0.0268 / 0.0267); README, How it works.
+    """
+    if start.solve is None or start.solve_deviation is None:
+        return None
+    solve = np.asarray(start.solve, dtype=np.float64)
+    dev = np.asarray(start.solve_deviation, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        keep = np.where(np.isfinite(dev), solve > float(threshold) * dev, True)
+    keep[solve.argmax(axis=0), np.arange(solve.shape[1])] = True
+    return None if keep.all() else keep
+
+
 def tail_sensitivities(norm_cap: float) -> tuple[float, float]:
     """ℓ2 sensitivities of ``Q`` and of ``G``'s unique entries (:func:`tail_statistics`).
 
@@ -801,7 +842,9 @@ def unmix_topics(Q: np.ndarray, G: np.ndarray, sigma_q: float, threshold: float,
     With word scales ``S`` (:func:`unmix_pass_statistics`; all ones by
     default) the solve is ``β̂ = G⁻¹(Q/S)``, whose entry ``(i, v)`` carries
     noise of standard deviation ``σ_Q (Σ_j (G⁻¹)_ij²/S_jv²)^{1/2}``
-    (``σ_Q ‖(G⁻¹)_i‖₂`` unscaled); entries are firm-thresholded at
+    (``σ_Q ‖(G⁻¹)_i‖₂`` unscaled); where some scales are 0 (a pass released on
+    a support, :func:`pass_support`) each word is solved on its released
+    entries alone (:func:`solve_on_support`); entries are firm-thresholded at
     ``threshold`` of those (post-processing, :func:`threshold_noisy`). ``symmetric``: ``G`` is
     a Gram matrix (:func:`tail_statistics`) and must be positive definite;
     otherwise (:func:`unmix_pass_statistics`) its eigenvalues must have
@@ -827,21 +870,71 @@ def unmix_topics(Q: np.ndarray, G: np.ndarray, sigma_q: float, threshold: float,
         smallest = float(np.linalg.eigvalsh(G)[0])
     else:
         smallest = float(np.linalg.eigvals(G).real.min())
-    if smallest <= 0:
-        raise BudgetNotMetError(
-            f"the privacy budget cannot be met: the noisy topic Gram matrix of the unmixing release is not positive "
-            f"definite (smallest eigenvalue {smallest:.3g}{'' if symmetric else ', real part'}): too few documents "
-            f"or too small a budget for this k")
-    Ginv = np.linalg.inv(G)
-    S = np.ones_like(Q) if scales is None else scales
-    dev = float(sigma_q) * np.sqrt((Ginv * Ginv) @ S ** -2.0)
-    solve = Ginv @ (Q / S)
+    _require_definite(smallest, "", not symmetric)
+    S = np.ones_like(Q) if scales is None else np.asarray(scales, dtype=np.float64)
+    if np.all(S > 0):
+        Ginv = np.linalg.inv(G)
+        dev = float(sigma_q) * np.sqrt((Ginv * Ginv) @ S ** -2.0)
+        solve = Ginv @ (Q / S)
+    else:
+        solve, dev = solve_on_support(Q, G, S, sigma_q)
     B = threshold_noisy(solve, dev, threshold)
     mass = B.sum(axis=1, keepdims=True)
     if np.any(mass <= 0):
         raise BudgetNotMetError("the privacy budget cannot be met: a topic has no word above the noise in the "
                                 "unmixing release; use a larger epsilon or more documents")
     return UnmixedTopics(B / mass, solve, dev)
+
+
+def _require_definite(smallest: float, which: str, real_part: bool) -> None:
+    """Raise :class:`BudgetNotMetError` when an unmixing solve's Gram matrix (``which``) has ``smallest`` ≤ 0."""
+    if smallest <= 0:
+        raise BudgetNotMetError(
+            f"the privacy budget cannot be met: the noisy topic Gram matrix of the unmixing release{which} is not "
+            f"positive definite (smallest eigenvalue {smallest:.3g}{', real part' if real_part else ''}): too few "
+            f"documents or too small a budget for this k")
+
+
+#: Entries (words × k²) of the per-word Gram matrices :func:`solve_on_support` forms at a time.
+SUPPORT_BLOCK = 1 << 22
+
+
+def solve_on_support(Q: np.ndarray, G: np.ndarray, scales: np.ndarray, sigma_q: float,
+                     block: int = SUPPORT_BLOCK) -> tuple[np.ndarray, np.ndarray]:
+    """Each word's released entries solved alone: ``(solve, deviation)``, both k×d (post-processing).
+
+    Word v's released entries ``R_v = {i : S_iv > 0}`` have
+    ``E[Q_iv/S_iv] = Σ_j G_ij β_jv``; taking ``β_jv = 0`` off ``R_v`` (what
+    :func:`pass_support` judged below the noise) leaves the square system
+    ``G[R_v, R_v] β_{R_v, v} = (Q/S)_{R_v, v}``. Its solution carries noise of
+    deviation ``σ_Q (Σ_{j∈R_v} (G[R_v,R_v]⁻¹)_ij²/S_jv²)^{1/2}``; entries off
+    ``R_v`` are 0 with infinite deviation (not released: no information).
+    Words are solved in blocks of ``block // k²``, as batched k×k systems
+    (rows and columns off ``R_v`` replaced by the identity's).
+
+    Raises
+    ------
+    BudgetNotMetError
+        When some ``G[R_v, R_v]`` has an eigenvalue whose real part is not
+        positive (as :func:`unmix_topics` requires of ``G``).
+    """
+    Q, G, S = (np.asarray(a, dtype=np.float64) for a in (Q, G, scales))
+    k, d = Q.shape
+    solve, dev = np.zeros((k, d)), np.full((k, d), np.inf)
+    eye = np.eye(k)
+    step = max(1, int(block) // (k * k))
+    for v0 in range(0, d, step):
+        cols = slice(v0, min(d, v0 + step))
+        m = (S[:, cols] > 0).T.astype(np.float64)                          # words × k
+        Gv = G[None] * (m[:, :, None] * m[:, None, :]) + eye[None] * (1.0 - m)[:, :, None]
+        _require_definite(float(np.linalg.eigvals(Gv).real.min()), ", restricted to a word's released topics,", True)
+        inv = np.linalg.inv(Gv)
+        s = np.where(m > 0, S[:, cols].T, 1.0)
+        x = np.einsum("wij,wj->wi", inv, m * Q[:, cols].T / s)
+        v = np.einsum("wij,wj->wi", inv * inv, m / (s * s))
+        solve[:, cols] = (m * x).T
+        dev[:, cols] = np.where(m > 0, float(sigma_q) * np.sqrt(v), np.inf).T
+    return solve, dev
 
 
 def unmix_diagonal(Q: np.ndarray, g: np.ndarray, sigma_q: float, sigma_g: float, threshold: float,
@@ -899,8 +992,10 @@ def align_mixing(earlier: np.ndarray, deviation: np.ndarray, later: np.ndarray, 
     least-squares map of ``y_e`` onto ``y_l`` over the words, corrected for
     the noise in ``y_e`` (errors in variables, diagonal noise):
     ``R = (Y_l Y_eᵀ)(Y_e Y_eᵀ − diag_i Σ_v n_iv²)⁻¹``, k² numbers fitted to k·d
-    entries. Rows with an infinite deviation (kept from a start) in either
-    solve, a row set of fewer than 2, a row whose noise energy exceeds
+    entries. Rows kept from a start (infinite deviation on every entry of the
+    later solve, on any of the earlier's) are left out; the later solve's
+    entries a pass did not release (:func:`pass_support`; infinite deviation)
+    count at its value there, 0. A row set of fewer than 2, a row whose noise energy exceeds
     ``max_noise`` of its signal, or collinear rows (no unique map) leave the
     solve as it is (``R = I``).
 
@@ -913,7 +1008,7 @@ def align_mixing(earlier: np.ndarray, deviation: np.ndarray, later: np.ndarray, 
     ne = np.asarray(deviation, dtype=np.float64)
     yl = np.asarray(later, dtype=np.float64)
     k = ye.shape[0]
-    rows = np.flatnonzero(np.isfinite(ne).all(axis=1) & np.isfinite(np.asarray(later_deviation)).all(axis=1))
+    rows = np.flatnonzero(np.isfinite(ne).all(axis=1) & np.isfinite(np.asarray(later_deviation)).any(axis=1))
     R = np.eye(k)
     if rows.size < 2:
         return ye, ne, R
@@ -1072,7 +1167,7 @@ def threshold_noisy(noisy: np.ndarray, sigma: float | np.ndarray, t: float, low:
     worse in L1 on the same solves.
     """
     y = np.asarray(noisy, dtype=np.float64)
-    s = np.asarray(sigma, dtype=np.float64)
+    s = np.asarray(sigma, dtype=np.float64) if t > 0 else np.zeros(np.shape(sigma))   # t = 0: σ = inf is no bar
     a, b = low * t * s, high * t * s
     with np.errstate(invalid="ignore"):   # σ = inf (a row kept from a start): every entry is below a
         ramp = b * (y - a) / np.where(b > a, b - a, 1.0)
