@@ -15,8 +15,8 @@ against the non-private fit.
 Part ``default`` (d = 5,000): the private default of ``fit-lda --epsilon``
 (``whitened+unmix``: a scan release picks the 1,000 most frequent words, the
 spectral fit runs on them, a tail release unmixes every other word's topics,
-then two unmixing passes on all words (θ̂² weights, solves aligned and averaged with
-the tail's); budget fractions in :func:`distdp.private_fit.budget_plan`) and
+then two unmixing passes on all words (θ̂² weights, each released on its start's support,
+solves aligned and averaged with the tail's); budget fractions in :func:`distdp.private_fit.budget_plan`) and
 the former default ``whitened+em`` (``--refine 2``: the same, with 2 private
 EM iterations in place of the unmixing passes), against the non-private
 spectral fit + 3 EM iterations.

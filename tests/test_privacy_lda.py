@@ -559,9 +559,12 @@ def test_pass_support():
     solve = np.array([[0.5, -1.0, 3.0, -0.2], [-2.0, -3.0, 0.1, 0.3], [0.0, 0.0, 0.0, 0.0]])
     dev = np.array([[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0], [np.inf] * 4])
     start = lda_private.UnmixedTopics(np.full((3, 4), 0.25), solve, dev)
-    np.testing.assert_array_equal(lda_private.pass_support(start), [[True, False, True, False],
-                                                                    [False, False, True, True],
-                                                                    [True, True, True, True]])
+    np.testing.assert_array_equal(lda_private.pass_support(start, 0.0), [[True, False, True, False],
+                                                                         [False, False, True, True],
+                                                                         [True, True, True, True]])
+    assert lda_private.PASS_SUPPORT == -0.5                   # the default: -0.2 now clears it
+    np.testing.assert_array_equal(lda_private.pass_support(start)[:2], [[True, False, True, True],
+                                                                        [False, False, True, True]])
     got = lda_private.pass_support(start, 1.0)    # only 3.0 clears one deviation; argmaxes 0.5, 0 (row 2), 3, 0.3
     np.testing.assert_array_equal(got[:2], [[True, False, True, False], [False, False, False, True]])
     assert lda_private.pass_support(lda_private.UnmixedTopics(np.full((3, 4), 0.25))) is None
@@ -952,8 +955,9 @@ def test_matrix_free_whitening_leaves_the_shards_results_alone(corpus_p, monkeyp
 
 def test_a_pass_releases_its_support_only(corpus_p, monkeypatch):
     # The default's second pass starts from the first one's solve, so it releases Q only where that solve is above
-    # 0 (lda_private.pass_support): Q is exactly 0 elsewhere, no noise added there, the word scales 0. The shards'
-    # results are read-only, as one Ray actor's are, so the noise must go in out of place; the ledger says it.
+    # PASS_SUPPORT deviations (lda_private.pass_support): Q is exactly 0 elsewhere, no noise added there, the word
+    # scales 0. The shards' results are read-only, as one Ray actor's are, so the noise must go in out of place;
+    # the ledger says it.
     real_stats, real_solve, seen = Shard.unmix_statistics, lda_private.unmix_topics, []
 
     def read_only(self, *args):
