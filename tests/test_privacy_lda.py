@@ -1088,9 +1088,9 @@ def corpus_p():
                                                   ("whitened", "matrix-free")])
 def test_large_epsilon_recovers_topics(corpus_p, mechanism, whitening):
     # Five seeds (1–5) measured L1 at ε = 50 against 0.016 non-private, with the two default unmixing
-    # passes (the second on its support, lda_private.pass_support): whitened / power mechanism 0.0156–0.0182 /
-    # 0.0158–0.0176 with the dense whitening (the default here), whitened 0.0147–0.0157 with the power-method
-    # whitening, 0.0152–0.0193 with the matrix-free one. Releasing every entry: 0.0161–0.0189 / 0.0165–0.0183
+    # passes (the second on its support, lda_private.pass_support): whitened / power mechanism 0.0158–0.0182 /
+    # 0.0158–0.0176 with the dense whitening (the default here), whitened 0.0147–0.0158 with the power-method
+    # whitening, 0.0154–0.0192 with the matrix-free one. Releasing every entry: 0.0161–0.0189 / 0.0165–0.0183
     # (its second release not made, lda_private.split_whitening; 0.0160–0.0194 /
     # 0.0165–0.0183 with one whitening release), whitened 0.0150–0.0165 with the power-method
     # whitening (0.0160–0.0195 / 0.0166–0.0184
