@@ -597,12 +597,9 @@ def _release_unmix(parts: list, stage: str, norm_cap: float, noise: _Noise, gram
         gram = upper + np.triu(upper, 1).T
     else:
         gram = noise.add(f"{stage}_gram", gram, sens_g, note=gram_note)
-    q = _sum([p_[0] for p_ in parts])
-    if scales is not None and not np.all(scales > 0):   # released on its support only (lda_private.pass_support)
-        q = q.copy()    # out of place: a single Ray actor's result is read-only
-        q[scales > 0] = noise.add(f"{stage}_sstats", q[scales > 0], sens_q, note=q_note)
-    else:
-        q = noise.add(f"{stage}_sstats", q, sens_q, note=q_note)
+    q = np.array(_sum([p_[0] for p_ in parts]))    # a copy: a single Ray actor's result is read-only
+    released = np.ones(q.shape, dtype=bool) if scales is None else scales > 0   # a pass's support (pass_support)
+    q[released] = noise.add(f"{stage}_sstats", q[released], sens_q, note=q_note)
     return lda_private.unmix_topics(q, gram, noise.sigma(f"{stage}_sstats", sens_q), threshold, symmetric=symmetric,
                                     scales=scales, diagonal=diagonal, sigma_g=noise.sigma(f"{stage}_gram", sens_g),
                                     previous=previous)
