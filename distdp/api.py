@@ -207,7 +207,9 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
         Private fits: the spectral stage runs on this many most frequent words
         (chosen from a noisy release); a tail release, the unmixing passes and
         EM then cover every word. Default ``min(d, 100·k, 4000)`` with a
-        refinement (unmixing or EM), else ``d``.
+        refinement (unmixing or EM), else ``d``. On large corpora more words
+        can do better; ``info["corpus"]`` records what to judge it by
+        (README, *The working vocabulary's size*).
     unmix : int, optional
         Private fits with a scalable mechanism (LDA or single-topic):
         unmixing passes on every word after the spectral stage (and tail release)

@@ -836,6 +836,9 @@ def fit_lda_private_scalable(backend: Backend, vocab_size: int, params: Spectral
     columns = lda_private.working_columns(scan.frequencies, h) if h < d else np.arange(d)
     view = ColumnBackend(backend, columns) if h < d else backend
     ps = fit_spectral_private(view, h, params, config, rng, ledger, plan, progress)
+    share = lda_private.working_share(scan.frequencies, columns) if scan is not None else 1.0
+    if h < d:
+        ps.result.stats["working_vocab_token_share"] = share
     topup = ps.result.stats.get("whitening_topup")
     if topup is not None and not topup["made"]:
         noise.plan = lda_private.move_budget(plan, "m2_whitening_topup", "unmix_sstats")
@@ -856,8 +859,6 @@ def fit_lda_private_scalable(backend: Backend, vocab_size: int, params: Spectral
                                    single_topic=single)
     if not r.refine:
         return PrivateLDA(topic_word, ps.result.alpha, ps, columns, scan, None)
-    share = float(np.clip(np.maximum(scan.frequencies[columns], 0).sum()
-                          / max(np.maximum(scan.frequencies, 0).sum(), 1e-300), 1e-3, 1.0))
     em = refine_em_private(backend, topic_word, ps.result.alpha, ps.tokens_hat / share, r.refine, eta,
                            scan.norm_cap, plan["em_sstats"].multiplier, rng, ledger, progress,
                            frequencies=scan.frequencies)

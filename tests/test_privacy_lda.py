@@ -553,6 +553,15 @@ def test_solve_on_support_is_each_words_subsystem():
                                  scales=np.array([[1.0, 1.0, 1.0], [0.0, 1.0, 1.0]]))
 
 
+def test_working_share():
+    # By hand: negative noisy frequencies count as 0; the share is floored at 10⁻³ and at most 1.
+    f = np.array([3.0, -1.0, 1.0, 0.0, 4.0])
+    assert lda_private.working_share(f, np.array([0, 4])) == pytest.approx(7.0 / 8.0)
+    assert lda_private.working_share(f, np.arange(5)) == 1.0
+    assert lda_private.working_share(f, np.array([1, 3])) == 1e-3
+    assert lda_private.working_share(-f, np.array([0])) == 1e-3
+
+
 def test_pass_support():
     # Released: the entries a start's solve puts above t deviations, each word's largest, and every entry of a row
     # kept from a start (infinite deviation); None when there is no solve or nothing is left out.
@@ -1376,8 +1385,16 @@ def test_whitening_topup_branches(corpus_p, monkeypatch, ratio, made, whitening)
     # release exactly when it was made, an unmade top-up's budget is in the passes' Q, and both spend
     # exactly the requested ε.
     monkeypatch.setattr(lda_private, "WHITENING_TOPUP_SNR", ratio)
+    seen = []
+    share_of = lda_private.working_share
+    monkeypatch.setattr(lda_private, "working_share", lambda f, c: seen.append((f, c)) or share_of(f, c))
     m = api.fit_lda(corpus_p.counts, 5, backend="local", epsilon=4.0, delta=1e-6, seed=0, reproducible=True,
                     progress=False, working_vocab=100, coherence=False, whitening=whitening)
+    # The working words' share of the tokens is recorded, from the scan's released frequencies over the
+    # working columns chosen from them.
+    (freq, cols), = seen
+    np.testing.assert_array_equal(cols, lda_private.working_columns(freq, 100))
+    assert m.info["corpus"]["working_vocab_token_share"] == share_of(freq, cols)
     pv = m.info["privacy"]
     assert 4.0 * (1 - 1e-6) <= pv["epsilon"] <= 4.0
     stages = [r["stage"] for r in pv["ledger"]]

@@ -62,7 +62,8 @@ def register(sub) -> None:
                    help="public cap on tokens per document in the private token count")
     d.add_argument("--working-vocab", type=int,
                    help="run the private spectral stage on this many most frequent words (noisy); the "
-                        "refinement covers every word (default min(d, 100k, 4000) with a refinement, else d)")
+                        "refinement covers every word (default min(d, 100k, 4000) with a refinement, else d; on large "
+                        "corpora more can do better: README, The working vocabulary's size)")
     d.add_argument("--whitening", choices=WHITENING_FORMS,
                    help="private whitening: one noisy second moment of the working vocabulary, formed as a "
                         "d×d matrix (dense) or only multiplied, its noise regenerated per product (matrix-free: "

@@ -86,7 +86,7 @@ __all__ = [
     "log_grid", "histogram", "quantile_from_histogram", "doc_norms", "tensor_norm_bound",
     "clip_factors", "assemble_tensor", "assemble_tensor_apply", "whitening_noise_level", "em_sensitivity",
     "SCAN_SENSITIVITY", "WORD_SCALE_POWER",
-    "count_norms", "working_columns", "embed_topics", "threshold_noisy", "threshold_note", "unmix_weights", "tail_statistics",
+    "count_norms", "working_columns", "working_share", "embed_topics", "threshold_noisy", "threshold_note", "unmix_weights", "tail_statistics",
     "tail_sensitivities", "UNMIX_SHARPEN", "pass_weights", "pass_norms", "unmix_pass_statistics", "unmix_topics",
     "word_scales",
     "UnmixedTopics", "MIXTURE_FLOOR", "mixture_topics", "unmix_diagonal", "ALIGN_MAX_NOISE", "ALIGN_MAX_CONDITION",
@@ -1110,6 +1110,19 @@ def working_columns(frequencies: np.ndarray, h: int) -> np.ndarray:
     if not 1 <= h <= f.size:
         raise ValueError(f"working_vocab must be in [1, {f.size}], got {h}")
     return np.sort(np.argsort(-f, kind="stable")[:h])
+
+
+def working_share(frequencies: np.ndarray, columns: np.ndarray) -> float:
+    """The share of the corpus's tokens that ``columns`` hold, from the scan's noisy frequencies.
+
+    ``Σ_{v∈columns} max(f̂_v, 0) / Σ_v max(f̂_v, 0)``, clipped to [10⁻³, 1]
+    (post-processing of the scan release; ``f̂`` is the noisy ``Σ_n x_n/l_n``,
+    so this is the mean share of a document's tokens). A working vocabulary
+    that holds a small share leaves the tail release's ``θ̂_n`` few tokens
+    (README, *The working vocabulary's size*).
+    """
+    f = np.maximum(np.asarray(frequencies, dtype=np.float64), 0.0)
+    return float(np.clip(f[np.asarray(columns)].sum() / max(f.sum(), 1e-300), 1e-3, 1.0))
 
 
 def embed_topics(topic_word: np.ndarray, columns: np.ndarray, frequencies: np.ndarray, d: int) -> np.ndarray:
