@@ -692,7 +692,8 @@ def unmix_private(backend: Backend, start: lda_private.UnmixedTopics, alpha: np.
             f"θ̂_n {_MIXTURE[single_topic]} from all words{'' if single_topic else floor_note}, "
             f"w_n = min({norm_cap:.4g}/‖(g_n x_nᵀ)∘S‖_F, {norm_cap:.4g}²/(‖θ̂_n‖₂‖x_n‖₁)), "
             f"word scales S = b^(-{scale_power:.3g}) from the current topics and the scan (word_scales)")
-    support_note = ("" if single_topic or support_threshold is None else
+    on_support = not single_topic and support_threshold is not None
+    support_note = ("" if not on_support else
                     f", released where the pass's start has a solve only on the entries that solve puts above "
                     f"{support_threshold:g} noise deviations and each word's largest, S = 0 elsewhere (pass_support), "
                     f"each word solved on its released entries (solve_on_support)")
@@ -702,8 +703,7 @@ def unmix_private(backend: Backend, start: lda_private.UnmixedTopics, alpha: np.
     for t in range(passes):
         topic_word = start.topic_word
         scales = lda_private.word_scales(topic_word, scan.frequencies, scale_power)
-        support = (None if single_topic or support_threshold is None
-                   else lda_private.pass_support(start, support_threshold))
+        support = lda_private.pass_support(start, support_threshold) if on_support else None
         if support is not None:
             scales = scales * support
         mix = topic_word if single_topic else lda_private.mixture_topics(start, lda_private.MIXTURE_FLOOR)
