@@ -18,7 +18,9 @@ spectral fit runs on them, a tail release unmixes every other word's topics,
 then two unmixing passes on all words (θ̂² weights, each released on its start's support,
 solves aligned and averaged with the tail's); budget fractions in :func:`distdp.private_fit.budget_plan`) and
 the former default ``whitened+em`` (``--refine 2``: the same, with 2 private
-EM iterations in place of the unmixing passes), against the non-private
+EM iterations in place of the unmixing passes) and ``whitened+unmix+auto``
+(``--working-vocab auto``: the default, restarted on 2,000 words when the
+scan and a probe of the whitening show the margin), against the non-private
 spectral fit + 3 EM iterations.
 Part ``dense`` (d = 100, k = 5, N ∈ {10⁴, 10⁵}): the papers' configurations
 1–4 and AGN/AVN (distdp.privacy.lda_dense), which form M3 and are refused at
@@ -60,7 +62,7 @@ DELTA = 1e-6
 OUT = Path(__file__).resolve().parent / "results"
 SCALABLE = {"d": 5000, "k": 10, "N": [10_000, 100_000, 1_000_000]}
 DENSE = {"d": 100, "k": 5, "N": [10_000, 100_000]}
-DEFAULT_FITS = ["whitened+unmix", "whitened+em"]
+DEFAULT_FITS = ["whitened+unmix", "whitened+em", "whitened+unmix+auto"]
 SCALABLE_FITS = ["whitened", "power", "whitened+mf"]
 DENSE_MECHS = ["config1", "config1-paper", "config2", "config2-declared", "config3", "config4", "agn", "avn"]
 #: The generating model of each backend's corpus (config2-declared declares its bounds from it).
@@ -91,8 +93,10 @@ def scalable_fit(be, d, k, mech, eps, acc, seed):
 
 def default_fit(be, d, k, mech, eps, acc, seed):
     """``whitened+unmix``: the private default of fit-lda (:func:`distdp.private_fit.resolve_refinement`);
-    ``whitened+em``: the same with ``refine=2`` (tail release, then 2 private EM iterations)."""
-    r = private_fit.resolve_refinement(d, k, refine=2 if mech == "whitened+em" else None)
+    ``whitened+em``: the same with ``refine=2`` (tail release, then 2 private EM iterations);
+    ``whitened+unmix+auto``: the default with ``working_vocab="auto"`` (``--working-vocab auto``)."""
+    r = private_fit.resolve_refinement(d, k, refine=2 if mech == "whitened+em" else None,
+                                       working_vocab="auto" if mech == "whitened+unmix+auto" else None)
     cfg = private_fit.spectral_config(eps, DELTA, r)
     ledger = PrivacyLedger(private=False)
     fit = fit_lda_private_scalable(be, d, SpectralParams(k=k, alpha0=1.0), cfg, np.random.default_rng(seed), ledger,

@@ -140,8 +140,8 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
             coherence: bool = True, out: str | Path | None = None, overwrite: bool = False,
             progress: bool = True, cpus_per_worker: float | None = None, epsilon: float | None = None,
             delta: float | None = None, mechanism: str = "auto", refine_budget: float | None = None,
-            length_cap: int = 100, reproducible: bool = False, public_corpus=None, working_vocab: int | None = None,
-            unmix: int | None = None, declared_bounds=None, whitening: str | None = None, **solver) -> LDAModel:
+            length_cap: int = 100, reproducible: bool = False, public_corpus=None,
+            working_vocab: int | str | None = None, unmix: int | None = None, declared_bounds=None, whitening: str | None = None, **solver) -> LDAModel:
     """Fit a spectral LDA (or single-topic) model, optionally refined by variational EM.
 
     Parameters
@@ -207,9 +207,13 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
         Private fits: the spectral stage runs on this many most frequent words
         (chosen from a noisy release); a tail release, the unmixing passes and
         EM then cover every word. Default ``min(d, 100·k, 4000)`` with a
-        refinement (unmixing or EM), else ``d``. On large corpora more words
-        can do better; ``info["corpus"]`` records what to judge it by
-        (README, *The working vocabulary's size*).
+        refinement (unmixing or EM), else ``d``. ``"auto"``: that default,
+        but before unmixing passes (LDA) the spectral stage restarts on twice
+        the words when the noisy frequencies and a first release show the
+        margin for it, within the same budget
+        (``info["corpus"]["working_vocab_restart"]``; README, *The working
+        vocabulary's size*: it gains on large corpora of short documents and
+        costs long ones).
     unmix : int, optional
         Private fits with a scalable mechanism (LDA or single-topic):
         unmixing passes on every word after the spectral stage (and tail release)

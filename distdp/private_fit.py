@@ -10,6 +10,7 @@ private. Every release is recorded in one ledger, accounted with PLD
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -119,7 +120,8 @@ def resolve_refinement(d: int, k: int, refine=None, unmix=None, refine_budget=No
     h = private_pipeline.check_working_vocab(working_vocab, d, k, active)
     if refine_budget is None:
         refine_budget = DEFAULT_REFINE_BUDGET_TAIL if active and h < d else DEFAULT_REFINE_BUDGET
-    return private_pipeline.Refinement(h, active or h < d, active and h < d, unmix, refine, refine_budget)
+    return private_pipeline.Refinement(h, active or h < d, active and h < d, unmix, refine, refine_budget,
+                                       adaptive=working_vocab == "auto" and active and h < d)
 
 
 def budget_plan(config: lda_private.PrivateSpectralConfig, refinement: private_pipeline.Refinement) -> dict:
@@ -242,7 +244,8 @@ def _fit_scalable(oc, params, config, rng, ledger, r: private_pipeline.Refinemen
     fit = private_pipeline.fit_lda_private_scalable(oc.backend, oc.vocab_size, params, config, rng, ledger,
                                                      budget_plan(config, r), r, eta=eta, progress=update)
     return {"topic_word": fit.topic_word, "alpha": fit.alpha, "ledger": ledger, "spectral": fit.spectral,
-            "variational": fit.em.variational if fit.em is not None else None, "em": fit.em, "refinement": r,
+            "variational": fit.em.variational if fit.em is not None else None, "em": fit.em,
+            "refinement": dataclasses.replace(r, working_vocab=len(fit.columns)),
             "norm_cap": fit.scan.norm_cap if r.active else None,
             "guarantee": "proven" if ledger.private else "none: reproducible (seeded) noise",
             "assumptions": ASSUMPTIONS[config.mechanism]}

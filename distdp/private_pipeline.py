@@ -25,15 +25,17 @@ runs on the documents restricted to them (whitening noise grows with √h,
 not √d), and private EM then extends the topics to every word.
 
 Nothing data-dependent steers the computation unless it was released:
-the number of used documents, the clip bounds, every eigensolver step and
+the number of used documents, the clip bounds, every eigensolver step,
 whether the dense whitening's second release is made
-(:func:`~distdp.privacy.lda_private.split_whitening`) are functions of noisy
-releases only; the number of passes and iterations is fixed in advance, but
+(:func:`~distdp.privacy.lda_private.split_whitening`) and whether the fit
+restarts on a larger working vocabulary (:func:`fit_lda_private_scalable`)
+are functions of noisy releases only; the number of passes and iterations is fixed in advance, but
 for the matrix-free whitening's eigensolver, whose products stop on a test of
 the one noisy matrix they multiply (post-processing of that release).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass
@@ -225,31 +227,58 @@ class _WhiteningRelease:
     solver: dict
 
 
-def _m2_release_notes(noise, d: int, matrix_free: bool) -> tuple[str, str]:
-    """Ledger notes of the second-moment release: the first release's, and the top-up's ("" without that stage)."""
+def _m2_release_notes(noise, d: int, matrix_free: bool, restart: float | None = None) -> dict:
+    """Ledger notes of the second moment's releases, by stage (only the plan's stages); ``restart``: the
+    probe's threshold (:func:`_whitening_dense`)."""
     form = ("never formed: its noise is regenerated block by block from a secret seed for each product "
             "(mechanisms.SymmetricNoiseOperator) and its eigenpairs found by LOBPCG" if matrix_free else "dense")
     note = (f"Σ g_n m2_n, {d}×{d}, {form}; symmetric noise on the unique entries, clipped in their norm "
             "(Analyze Gauss, Dwork et al. 2014)")
     if "m2_whitening_topup" not in noise.plan:
-        return note, ""
-    first_mu2, topup_mu2 = noise.plan["m2_whitening"].mu2, noise.plan["m2_whitening_topup"].mu2
-    return (note + f"; the first of up to two releases ({first_mu2 / (first_mu2 + topup_mu2):.2g} of the "
-                   f"whitening's budget, as the plan split it; lda_private.split_whitening)",
-            note + f"; the same sum with fresh noise, released because the first release's k-th eigenvalue was "
-                   f"below {lda_private.WHITENING_TOPUP_SNR:g}× its noise level (public), averaged with it by "
-                   f"precision (lda_private.split_whitening)")
+        return {"m2_whitening": note}
+    whole = lda_private.whitening_mu2(noise.plan)
+    share = {s: f"{noise.plan[s].mu2 / whole:.2g} of the whitening's budget"
+             for s in ("m2_whitening_probe", "m2_whitening", "m2_whitening_topup") if s in noise.plan}
+    notes = {"m2_whitening": note + f"; the first of up to two releases ({share['m2_whitening']}, as the plan "
+                                    f"split it; lda_private.split_whitening)",
+             "m2_whitening_topup": note + f"; the same sum with fresh noise ({share['m2_whitening_topup']}), "
+                                          f"released because the first release's k-th eigenvalue was below "
+                                          f"{lda_private.WHITENING_TOPUP_SNR:g}× its noise level (public), averaged "
+                                          f"with it by precision (lda_private.split_whitening)"}
+    if "m2_whitening_probe" in noise.plan:
+        when = ("" if restart is None else f"when its k-th eigenvalue is at least {restart:.3g}× its noise level "
+                                           f"(public) the fit restarts on more words (lda_private.restart_plan), else ")
+        notes["m2_whitening_probe"] = (
+            note + f"; a probe ({share['m2_whitening_probe']}): {when}it is averaged by precision with "
+                   f"m2_whitening, the two making the first release (lda_private.split_probe)")
+        notes["m2_whitening"] = note + (f"; the same sum with fresh noise ({share['m2_whitening']}), averaged by "
+                                        f"precision with m2_whitening_probe: together the first of up to two "
+                                        f"releases (lda_private.split_whitening)")
+    return notes
+
+
+class _Restart(Exception):
+    """The whitening's probe asks for the restart on more words (its public ratio in ``ratio``)."""
+
+    def __init__(self, ratio: float):
+        super().__init__(f"restart: probe ratio {ratio:.3g}")
+        self.ratio = ratio
+
+
+def _release_snr(vals: np.ndarray, k: int, d: int, sigma: float, n_hat: float, shift: float) -> tuple[float, float]:
+    """A whitening release's k-th eigenvalue and its public noise level (public quantities only)."""
+    return (float(np.sort(vals)[::-1][min(k, d) - 1]),
+            lda_private.whitening_noise_level(sigma / n_hat, d, 0, shift))
 
 
 def _topup_record(vals: np.ndarray, k: int, d: int, sigma: float, n_hat: float, shift: float) -> dict:
     """Whether the first release's k-th eigenvalue asks for the top-up (public quantities only)."""
-    eig_k = float(np.sort(vals)[::-1][min(k, d) - 1])
-    level = lda_private.whitening_noise_level(sigma / n_hat, d, 0, shift)
+    eig_k, level = _release_snr(vals, k, d, sigma, n_hat, shift)
     return {"first_release_ratio": eig_k / level, "threshold": lda_private.WHITENING_TOPUP_SNR,
             "made": lda_private.needs_topup(eig_k, level)}
 
 
-def _whitening_dense(backend, d, k, coef, n_hat, m1, m1_var, c2, sens, noise) -> _WhiteningRelease:
+def _whitening_dense(backend, d, k, coef, n_hat, m1, m1_var, c2, sens, noise, restart=None) -> _WhiteningRelease:
     """One noisy dense ``Σ g_n m2_n`` (Analyze Gauss), topped up when the plan allows and it falls short.
 
     The ``a2·v·I`` of ``M2`` shifts every eigenvalue by ``a2·v`` and leaves the
@@ -258,21 +287,40 @@ def _whitening_dense(backend, d, k, coef, n_hat, m1, m1_var, c2, sens, noise) ->
     the same sum is released again with fresh noise when the first release's
     k-th eigenvalue is below :data:`~distdp.privacy.lda_private.WHITENING_TOPUP_SNR`
     times its noise level, and the two are averaged by precision; the record
-    (``None`` without that stage) says which happened.
+    (``None`` without that stage) says which happened. With a
+    ``m2_whitening_probe`` stage (:func:`~distdp.privacy.lda_private.split_probe`)
+    the first release is made in two parts: after the probe, :class:`_Restart`
+    is raised when its ratio is at least ``restart``, else the second part is
+    released and averaged with it by precision.
     """
     total = _sum(backend.call("private_m2_dense", c2))
-    note, topup_note = _m2_release_notes(noise, d, False)
-    e2 = noise.add("m2_whitening", total, sens, symmetric2=True, note=note)
-    sigma = noise.sigma("m2_whitening", sens)
+    notes = _m2_release_notes(noise, d, False, restart)
+    shift = coef.a2 * m1_var
 
     def spectrum(e2_):
         vals_, vecs_ = np.linalg.eigh(e2_ / n_hat - coef.a2 * np.outer(m1, m1))
-        return vals_ + coef.a2 * m1_var, vecs_
+        return vals_ + shift, vecs_
 
+    probe_ratio = None
+    if "m2_whitening_probe" in noise.plan:
+        e2 = noise.add("m2_whitening_probe", total, sens, symmetric2=True, note=notes["m2_whitening_probe"])
+        sigma = noise.sigma("m2_whitening_probe", sens)
+        eig_k, level = _release_snr(spectrum(e2)[0], k, d, sigma, n_hat, shift)
+        probe_ratio = eig_k / level
+        if restart is not None and lda_private.should_restart(probe_ratio, restart):
+            raise _Restart(probe_ratio)
+        rest = noise.add("m2_whitening", total, sens, symmetric2=True, note=notes["m2_whitening"])
+        e2, sigma = lda_private.combine_releases(e2, sigma, rest, noise.sigma("m2_whitening", sens))
+        del rest
+    else:
+        e2 = noise.add("m2_whitening", total, sens, symmetric2=True, note=notes["m2_whitening"])
+        sigma = noise.sigma("m2_whitening", sens)
     vals, vecs = spectrum(e2)
-    topup = _topup_record(vals, k, d, sigma, n_hat, coef.a2 * m1_var) if topup_note else None
+    topup = _topup_record(vals, k, d, sigma, n_hat, shift) if "m2_whitening_topup" in notes else None
+    if topup is not None and probe_ratio is not None:
+        topup["probe_ratio"] = probe_ratio
     if topup is not None and topup["made"]:
-        again = noise.add("m2_whitening_topup", total, sens, symmetric2=True, note=topup_note)
+        again = noise.add("m2_whitening_topup", total, sens, symmetric2=True, note=notes["m2_whitening_topup"])
         del total       # d×d; not needed once both releases are made
         e2, sigma = lda_private.combine_releases(e2, sigma, again, noise.sigma("m2_whitening_topup", sens))
         del again
@@ -308,8 +356,8 @@ def _whitening_matrix_free(backend, d, k, p, coef, n_hat, m1, m1_var, c2, sens, 
     shard and one noise tile at the coordinator; time: d²/2 Gaussian draws
     per product (d² after a top-up: two noise matrices).
     """
-    note, topup_note = _m2_release_notes(noise, d, True)
-    ops = [(1.0, noise.operator("m2_whitening", d, sens, note=note))]
+    notes = _m2_release_notes(noise, d, True)
+    ops = [(1.0, noise.operator("m2_whitening", d, sens, note=notes["m2_whitening"]))]
     sigma = noise.sigma("m2_whitening", sens)
     shift = coef.a2 * m1_var
     solver = {"form": "matrix-free", "solver": "lobpcg", "products": 0, "converged": True}
@@ -333,9 +381,9 @@ def _whitening_matrix_free(backend, d, k, p, coef, n_hat, m1, m1_var, c2, sens, 
         return vals_ + shift, vecs_, eb.basis, m2q + coef.a2 * np.outer(qm, qm)
 
     vals, vecs, Q, e2q = spectrum(sigma, _orthonormal(rng, d, p))
-    topup = _topup_record(vals, k, d, sigma, n_hat, shift) if topup_note else None
+    topup = _topup_record(vals, k, d, sigma, n_hat, shift) if "m2_whitening_topup" in notes else None
     if topup is not None and topup["made"]:
-        second = noise.operator("m2_whitening_topup", d, sens, note=topup_note)
+        second = noise.operator("m2_whitening_topup", d, sens, note=notes["m2_whitening_topup"])
         w1, w2, sigma = lda_private.precision_weights(sigma, noise.sigma("m2_whitening_topup", sens))
         ops[:] = [(w1, ops[0][1]), (w2, second)]
         vals, vecs, Q, e2q = spectrum(sigma, Q @ vecs[:, ::-1])
@@ -369,15 +417,17 @@ def _whitening_description(solver: dict) -> str:
             f"{'' if solver['converged'] else ', stopped at its iteration cap before its tolerance'})")
 
 
-def _private_whitening(backend, d, k, p, coef, n_hat, m1, m1_var, c2, config, noise, rng, st):
+def _private_whitening(backend, d, k, p, coef, n_hat, m1, m1_var, c2, config, noise, rng, st, restart=None):
     """Private whitening of ``M2 = E2 − a2 M̂1M̂1ᵀ + a2 v I``: (Whitening, E2(W,W), the release's record)."""
     sens = math.sqrt(2.0) * c2
+    if "m2_whitening_probe" in noise.plan and not (config.dense_whitening and not config.matrix_free):
+        raise ValueError("a whitening probe (lda_private.split_probe) needs the dense whitening")
     if not config.dense_whitening:
         rel = _whitening_products(backend, d, p, coef, n_hat, m1, m1_var, c2, sens, config, noise, rng, st)
     elif config.matrix_free:
         rel = _whitening_matrix_free(backend, d, k, p, coef, n_hat, m1, m1_var, c2, sens, noise, rng, st)
     else:
-        rel = _whitening_dense(backend, d, k, coef, n_hat, m1, m1_var, c2, sens, noise)
+        rel = _whitening_dense(backend, d, k, coef, n_hat, m1, m1_var, c2, sens, noise, restart)
         st.step("whitening", 1, 1)
     remedy = _spectral_remedy(d, k, config.dense_whitening)
     try:
@@ -438,7 +488,7 @@ def _power_iterations(backend, W_ref, k, c3, key, n_hat, assemble_apply, config,
 def fit_spectral_private(backend: Backend, vocab_size: int, params: SpectralParams,
                          config: lda_private.PrivateSpectralConfig, rng: np.random.Generator,
                          ledger: PrivacyLedger | None = None, plan: dict | None = None,
-                         progress: Callable | None = None) -> PrivateSpectral:
+                         progress: Callable | None = None, restart: float | None = None) -> PrivateSpectral:
     """Private spectral LDA / single-topic fit (module docstring).
 
     Parameters
@@ -457,6 +507,9 @@ def fit_spectral_private(backend: Backend, vocab_size: int, params: SpectralPara
     plan : dict, optional
         Noise multipliers from :func:`~distdp.privacy.lda_private.plan_noise`
         (when the budget is shared with private EM).
+    restart : float, optional
+        With a whitening probe in ``plan`` (:func:`~distdp.privacy.lda_private.split_probe`):
+        the probe ratio from which :class:`_Restart` is raised (:func:`fit_lda_private_scalable`).
 
     Raises
     ------
@@ -482,7 +535,8 @@ def fit_spectral_private(backend: Backend, vocab_size: int, params: SpectralPara
         m1_var = (noise.plan["m1"].multiplier * sens1 / n_hat) ** 2
     st.step("pass1_stats")
     with st.timed("whitening"):
-        wh, e2w, rel = _private_whitening(backend, d, k, p, coef, n_hat, m1, m1_var, c2, config, noise, rng, st)
+        wh, e2w, rel = _private_whitening(backend, d, k, p, coef, n_hat, m1, m1_var, c2, config, noise, rng, st,
+                                          restart)
     W = wh.W
     W_ref = backend.broadcast(W)
     key = matrix_key(W)
@@ -767,6 +821,9 @@ class Refinement:
         Private EM iterations.
     refine_budget : float
         The refinement's fraction of the budget left after the scan.
+    adaptive : bool
+        ``working_vocab="auto"``: the default's size, and the fit may restart on more words
+        (:func:`fit_lda_private_scalable`).
     """
 
     working_vocab: int
@@ -775,6 +832,7 @@ class Refinement:
     unmix: int
     refine: int
     refine_budget: float
+    adaptive: bool = False
 
     @property
     def active(self) -> bool:
@@ -783,21 +841,56 @@ class Refinement:
 
 
 def check_working_vocab(working_vocab, d: int, k: int, refine: bool) -> int:
-    """The working vocabulary size: ``working_vocab``, checked, or by default
-    ``min(d, 100·k, 4000)`` when a refinement extends the topics to every word, else ``d``.
+    """The working vocabulary size: ``working_vocab``, checked, or by default (``None`` or ``"auto"``,
+    which may restart on more words: :func:`fit_lda_private_scalable`) ``min(d, 100·k, 4000)`` when a
+    refinement extends the topics to every word, else ``d``.
 
     The 4,000 (:data:`~distdp.privacy.lda_private.DENSE_WHITENING_MAX_WORDS`)
     keeps the default's whitening dense for k > 40 too: with the power form on
     100·k words, k = 50 failed up to ε = 16 where the dense form on 4,000 words
     fits from ε = 8 (``benchmarks/private_large_k.py``; README, *Large k*).
     """
-    if working_vocab is None:
+    if working_vocab is None or working_vocab == "auto":
         cap = max(k, min(WORKING_VOCAB_PER_TOPIC * k, lda_private.DENSE_WHITENING_MAX_WORDS))
         return min(d, cap) if refine else d
-    if isinstance(working_vocab, bool) or int(working_vocab) != working_vocab or not k <= working_vocab <= d:
-        raise ValueError(f"working_vocab must be an integer in [k, vocabulary size] = [{k}, {d}], "
+    if isinstance(working_vocab, (bool, str)) or int(working_vocab) != working_vocab or not k <= working_vocab <= d:
+        raise ValueError(f"working_vocab must be 'auto' or an integer in [k, vocabulary size] = [{k}, {d}], "
                          f"got {working_vocab!r}")
     return int(working_vocab)
+
+
+def _restart_gate(r: Refinement, d: int, params: SpectralParams, config: lda_private.PrivateSpectralConfig,
+                  plan: dict, share: float) -> dict | None:
+    """Whether the fit probes its default working vocabulary's whitening for a restart on more words.
+
+    ``None`` when it cannot restart: a working vocabulary not asked to be
+    ``"auto"``, a model other than LDA (measured on LDA only), no dense whitening split into
+    a first release and a top-up before unmixing passes, or no more words to
+    grow to (:func:`~distdp.privacy.lda_private.restart_vocab`). Otherwise the
+    record for ``model.json``, whose ``probed`` says whether the working words
+    hold less than :data:`~distdp.privacy.lda_private.RESTART_TOKEN_SHARE` of
+    the tokens (``share``, post-processing of the scan).
+    """
+    h1 = lda_private.restart_vocab(r.working_vocab, d)
+    if not (r.adaptive and params.model == "lda" and h1 > r.working_vocab and "m2_whitening_topup" in plan
+            and "unmix_sstats" in plan and config.dense_whitening and not config.matrix_free):
+        return None
+    return {"words": r.working_vocab, "restart_words": h1, "token_share": share,
+            "token_share_threshold": lda_private.RESTART_TOKEN_SHARE,
+            "probed": share < lda_private.RESTART_TOKEN_SHARE, "threshold": None, "probe_ratio": None, "made": False}
+
+
+def _discard(ledger: PrivacyLedger, first: int, plan: dict, h: int, h1: int) -> float:
+    """Mark the probe's releases (``ledger.releases[first:]``) as discarded; return their μ² (``plan``'s)."""
+    lost = 0.0
+    for i in range(first, len(ledger.releases)):
+        rel = ledger.releases[i]
+        lost += plan[rel.stage].mu2
+        ledger.releases[i] = dataclasses.replace(
+            rel, stage=rel.stage if rel.stage.endswith("_probe") else f"{rel.stage}_probe",
+            note=f"{rel.note}; discarded: made on the default working vocabulary ({h} words) before the probe "
+                 f"restarted the fit on {h1} words, its budget taken from unmix_sstats (lda_private.restart_plan)")
+    return lost
 
 
 def fit_lda_private_scalable(backend: Backend, vocab_size: int, params: SpectralParams,
@@ -805,6 +898,26 @@ def fit_lda_private_scalable(backend: Backend, vocab_size: int, params: Spectral
                              ledger: PrivacyLedger, plan: dict, refinement: Refinement, *, eta: float = 0.1,
                              progress: Callable | None = None) -> PrivateLDA:
     """Private LDA: scan, spectral fit on the working vocabulary, tail release, unmixing passes, private EM.
+
+    The working vocabulary's restart (``refinement.adaptive``, ``--working-vocab auto``;
+    :func:`_restart_gate`): when the default's working words hold less than
+    :data:`~distdp.privacy.lda_private.RESTART_TOKEN_SHARE` of the tokens (the
+    scan's noisy frequencies), the whitening's first release is made in two
+    parts (:func:`~distdp.privacy.lda_private.split_probe`). If the first
+    part's k-th eigenvalue is at least
+    :func:`~distdp.privacy.lda_private.restart_snr` times its noise level, the
+    releases made so far (counts, m1, the probe) are kept in the ledger as
+    discarded (``*_probe``) and the spectral stage runs again on
+    :func:`~distdp.privacy.lda_private.restart_vocab` words, its plan
+    :func:`~distdp.privacy.lda_private.restart_plan` (the discarded μ² taken
+    from the passes' Q); else the second part is released and averaged with
+    the probe, which is the fit without a probe in distribution. Why: the tail
+    release's θ̂_n see only the working words' tokens, and more of them make
+    the tail's and the passes' solves better where the whitening has margin to
+    spare (README, *The working vocabulary's size*). Privacy: every branch is
+    chosen from released values and spends the plan's total μ² (Smith &
+    Thakurta 2022, as :func:`~distdp.privacy.lda_private.split_whitening`).
+    ``model.json`` records the decision under ``corpus.working_vocab_restart``.
 
     Parameters
     ----------
@@ -834,11 +947,31 @@ def fit_lda_private_scalable(backend: Backend, vocab_size: int, params: Spectral
         n_total = int(sum(backend.call("row_count")))
         scan = private_scan(backend, max(n_total, 1), config.quantile, noise)
     columns = lda_private.working_columns(scan.frequencies, h) if h < d else np.arange(d)
-    view = ColumnBackend(backend, columns) if h < d else backend
-    ps = fit_spectral_private(view, h, params, config, rng, ledger, plan, progress)
     share = lda_private.working_share(scan.frequencies, columns) if scan is not None else 1.0
+    record = _restart_gate(r, d, params, config, plan, share)
+    restart = None
+    if record is not None and record["probed"]:
+        plan = noise.plan = lda_private.split_probe(plan)
+        restart = record["threshold"] = lda_private.restart_snr(plan)
+    view = ColumnBackend(backend, columns) if h < d else backend
+    first = len(ledger.releases)
+    try:
+        ps = fit_spectral_private(view, h, params, config, rng, ledger, plan, progress, restart)
+    except _Restart as probe:
+        h1 = record["restart_words"]
+        plan = noise.plan = lda_private.restart_plan(plan, _discard(ledger, first, plan, h, h1))
+        h, columns = h1, lda_private.working_columns(scan.frequencies, h1)
+        share = lda_private.working_share(scan.frequencies, columns)
+        record.update(probe_ratio=probe.ratio, made=True)
+        view = ColumnBackend(backend, columns) if h < d else backend
+        ps = fit_spectral_private(view, h, params, config, rng, ledger, plan, progress)
+    else:
+        if restart is not None:
+            record["probe_ratio"] = ps.result.stats["whitening_topup"]["probe_ratio"]
     if h < d:
         ps.result.stats["working_vocab_token_share"] = share
+    if record is not None:
+        ps.result.stats["working_vocab_restart"] = record
     topup = ps.result.stats.get("whitening_topup")
     if topup is not None and not topup["made"]:
         noise.plan = lda_private.move_budget(plan, "m2_whitening_topup", "unmix_sstats")

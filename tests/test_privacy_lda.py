@@ -1256,9 +1256,15 @@ def test_cli_private_fit(tmp_path, capsys, monkeypatch):
     assert main(["make-corpus", str(tmp_path / "c"), "--docs", "5000", "--vocab-size", "150", "--topics", "3",
                  "--seed", "1"]) == 0
     assert main(["fit-lda", str(tmp_path / "c"), "--k", "3", "--out", str(tmp_path / "m"), "--local",
-                 "--epsilon", "4", "--delta", "1e-6", "--no-progress", "--unmix", "2", "--whitening", "dense"]) == 0
+                 "--epsilon", "4", "--delta", "1e-6", "--no-progress", "--unmix", "2", "--whitening", "dense",
+                 "--working-vocab", "auto"]) == 0
     assert "privacy: private; epsilon = 4" in capsys.readouterr().out
     info = json.loads((tmp_path / "m" / "model.json").read_text())
+    # "auto" on a vocabulary the default's 100·k words already cover: every word, nothing to restart.
+    assert info["parameters"]["working_vocab"] == 150 and "working_vocab_restart" not in info["corpus"]
+    with pytest.raises(SystemExit):
+        main(["fit-lda", str(tmp_path / "c"), "--k", "3", "--epsilon", "4", "--delta", "1e-6", "--working-vocab", "lots"])
+    assert "expected 'auto' or an integer, got 'lots'" in capsys.readouterr().err
     pv = info["privacy"]
     assert {"epsilon", "delta", "accounting", "unit", "ledger"} <= set(pv)
     assert info["parameters"]["unmix"] == 2 and "2 private unmixing passes" in info["method"]
@@ -1416,3 +1422,115 @@ def test_whitening_topup_branches(corpus_p, monkeypatch, ratio, made, whitening)
             plan["m2_whitening_topup"].multiplier / plan["m2_whitening"].multiplier)
     rebuilt = PrivacyLedger.from_dict({"releases": pv["ledger"]})
     assert rebuilt.epsilon(1e-6) == pytest.approx(pv["epsilon"])
+
+
+def test_probe_and_restart_plans_keep_the_total():
+    # The probe splits the whitening's first release (its μ² conserved); the restart's plan re-splits the
+    # whitening's whole μ² at RESTART_FIRST_SHARE and takes the discarded releases' μ² from the passes' Q, so
+    # the discarded releases and the restart's plan compose to the requested ε.
+    r = pf.resolve_refinement(5000, 10, working_vocab="auto")
+    assert r.adaptive and r.working_vocab == 1000
+    # Opt-in: the default and a given size never restart; nor "auto" where 1,000 words are the vocabulary.
+    assert not pf.resolve_refinement(5000, 10).adaptive and pf.resolve_refinement(5000, 10).working_vocab == 1000
+    assert not pf.resolve_refinement(5000, 10, working_vocab=1000).adaptive
+    assert not pf.resolve_refinement(1000, 10, working_vocab="auto").adaptive
+    with pytest.raises(ValueError, match="'auto' or an integer"):
+        pf.resolve_refinement(5000, 10, working_vocab="many")
+    plan = pf.budget_plan(pf.spectral_config(1.0, 1e-6, r), r)
+    probed = lda_private.split_probe(plan)
+    part, pp = _mu2(plan), _mu2(probed)
+    assert pp["m2_whitening_probe"] == pytest.approx(lda_private.RESTART_PROBE_SHARE * part["m2_whitening"])
+    assert pp["m2_whitening_probe"] + pp["m2_whitening"] == pytest.approx(part["m2_whitening"])
+    assert sum(pp.values()) == pytest.approx(sum(part.values()))
+    # The probe and the rest averaged by precision have the unsplit release's σ: a fit that does not restart
+    # is, in distribution, the fit without a probe.
+    sig = lambda s: probed[s].multiplier
+    assert lda_private.precision_weights(sig("m2_whitening_probe"), sig("m2_whitening"))[2] == pytest.approx(
+        plan["m2_whitening"].multiplier)
+    # Threshold: the probe ratio at which the restart's first release (2× the words, 0.25 of the whitening's
+    # μ² against the probe's 0.1) is expected at the top-up's threshold: 2·√(2·0.1/0.25).
+    assert lda_private.restart_snr(probed) == pytest.approx(
+        lda_private.WHITENING_TOPUP_SNR * math.sqrt(2 * 0.4 * lda_private.RESTART_PROBE_SHARE / 0.25))
+    lost = pp["counts"] + pp["m1"] + pp["m2_whitening_probe"]
+    again = lda_private.restart_plan(probed, lost)
+    pa = _mu2(again)
+    assert "m2_whitening_probe" not in again
+    whole = part["m2_whitening"] + part["m2_whitening_topup"]
+    assert pa["m2_whitening"] == pytest.approx(lda_private.RESTART_FIRST_SHARE * whole)
+    assert pa["m2_whitening"] + pa["m2_whitening_topup"] == pytest.approx(whole)
+    assert pa["unmix_sstats"] == pytest.approx(part["unmix_sstats"] - lost)
+    assert again["unmix_sstats"].count == plan["unmix_sstats"].count
+    assert sum(pa.values()) + lost == pytest.approx(sum(part.values()))
+    with pytest.raises(ValueError, match="unmix_sstats"):
+        lda_private.restart_plan(probed, pp["unmix_sstats"])
+    with pytest.raises(ValueError, match="share"):
+        lda_private.split_probe(plan, 1.0)
+    with pytest.raises(ValueError, match="probed"):
+        lda_private.split_probe(lda_private.plan_noise(lda_private.PrivateSpectralConfig(1.0, 1e-6)))
+    # The restart's vocabulary: twice the words, at most d and the dense whitening's cap (unless h is above it).
+    assert [lda_private.restart_vocab(h, d) for h, d in ((1000, 5000), (1000, 1500), (3000, 10_000), (5000, 9000))] \
+        == [2000, 1500, 4000, 5000]
+    assert lda_private.should_restart(1.79, 1.79) and not lda_private.should_restart(1.78, 1.79)
+    assert not lda_private.should_restart(float("nan"), 1.79)
+
+
+@pytest.fixture(scope="module")
+def corpus_wide():
+    # k = 5: the default working vocabulary is 500 of these 1,200 words, the restart's 1,000.
+    return sample_corpus(20_000, 1200, 5, np.random.default_rng(11), alpha0=1.0)
+
+
+@pytest.mark.parametrize("gate, snr, made", [(0.0, 0.0, None), (1.0, 1e9, False), (1.0, 0.0, True)])
+def test_working_vocab_restart_branches(corpus_wide, monkeypatch, gate, snr, made):
+    # The three branches of the adaptive working vocabulary, forced through its gates: no probe (the token
+    # share above the gate: the shipped releases), a probe without a restart (probe and rest, same budget),
+    # a restart (the probe's releases renamed *_probe and kept in the ledger, the fit redone on 1,000 words).
+    # Each spends exactly the requested ε, and the record says what happened.
+    monkeypatch.setattr(lda_private, "RESTART_TOKEN_SHARE", gate)
+    monkeypatch.setattr(lda_private, "restart_snr", lambda plan: snr)
+    m = api.fit_lda(corpus_wide.counts, 5, backend="local", epsilon=4.0, delta=1e-6, seed=0, reproducible=True,
+                    progress=False, coherence=False, working_vocab="auto")
+    pv = m.info["privacy"]
+    assert 4.0 * (1 - 1e-6) <= pv["epsilon"] <= 4.0
+    assert PrivacyLedger.from_dict({"releases": pv["ledger"]}).epsilon(1e-6) == pytest.approx(pv["epsilon"])
+    stages = [x["stage"] for x in pv["ledger"]]
+    record = m.info["corpus"]["working_vocab_restart"]
+    assert record["words"] == 500 and record["restart_words"] == 1000
+    assert record["probed"] == (made is not None) and record["made"] == bool(made)
+    assert m.info["parameters"]["working_vocab"] == (1000 if made else 500)
+    assert ("m2_whitening_probe" in stages) == (made is not None)
+    assert ("counts_probe" in stages) == ("m1_probe" in stages) == bool(made)
+    assert stages.count("counts") == stages.count("m1") == stages.count("m2_whitening") == 1
+    if made is None:
+        assert record["probe_ratio"] is None and "probe_ratio" not in m.info["corpus"]["whitening_topup"]
+        return
+    assert record["probe_ratio"] > 0 and record["threshold"] == snr
+    r = pf.resolve_refinement(1200, 5, working_vocab="auto")
+    plan = lda_private.split_probe(pf.budget_plan(pf.spectral_config(4.0, 1e-6, r), r))
+    probe = next(x for x in pv["ledger"] if x["stage"] == "m2_whitening_probe")
+    first = next(x for x in pv["ledger"] if x["stage"] == "m2_whitening")
+    if not made:
+        # The probe, then the rest of the first release on the same 500 words: same sensitivity, the plan's
+        # two noise scales; the top-up's record carries the probe's ratio.
+        assert stages.index("m2_whitening_probe") + 1 == stages.index("m2_whitening")
+        assert first["sensitivity"] == pytest.approx(probe["sensitivity"])
+        assert first["noise_scale"] / probe["noise_scale"] == pytest.approx(
+            plan["m2_whitening"].multiplier / plan["m2_whitening_probe"].multiplier)
+        assert m.info["corpus"]["whitening_topup"]["probe_ratio"] == record["probe_ratio"]
+        return
+    # Restart: the discarded releases come first and say so; the passes' Q carries their μ².
+    assert stages.index("m2_whitening_probe") < stages.index("counts")
+    assert stages[:stages.index("counts")] == ["scan", "counts_probe", "m1_probe", "m2_whitening_probe"]
+    for x in pv["ledger"][1:4]:
+        assert "discarded" in x["note"] and "1000 words" in x["note"]
+    lost = sum(plan[s].mu2 for s in ("counts", "m1", "m2_whitening_probe"))
+    again = lda_private.restart_plan(plan, lost)
+    if not m.info["corpus"]["whitening_topup"]["made"]:
+        again = lda_private.move_budget(again, "m2_whitening_topup", "unmix_sstats")
+    q = next(x for x in pv["ledger"] if x["stage"] == "unmix_sstats")
+    cap = m.info["parameters"]["norm_cap"]
+    assert q["noise_scale"] == pytest.approx(again["unmix_sstats"].multiplier * lda_private.tail_sensitivities(cap)[0])
+    assert m.info["corpus"]["working_vocab_token_share"] > record["token_share"]
+    assert "1000 most frequent words" in m.info["method"]
+    assert m.topic_word.shape == (5, 1200) and (m.topic_word >= 0).all()
+    np.testing.assert_allclose(m.topic_word.sum(axis=1), 1.0)

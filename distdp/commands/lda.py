@@ -6,6 +6,16 @@ import argparse
 from distdp.privacy.lda_private import DENSE_WHITENING_MAX_WORDS, WHITENING_FORMS
 
 
+def _working_vocab(text: str):
+    """``--working-vocab``: ``auto`` or a positive integer (checked against k and d by the fit)."""
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected 'auto' or an integer, got {text!r}") from None
+
+
 def register(sub) -> None:
     """Add the ``fit-lda`` sub-command."""
     p = sub.add_parser("fit-lda", help="fit a spectral LDA (or single-topic) model to a parquet corpus",
@@ -60,10 +70,12 @@ def register(sub) -> None:
                         "(default 0.75 with a tail release, else 0.5)")
     d.add_argument("--length-cap", type=int, default=100,
                    help="public cap on tokens per document in the private token count")
-    d.add_argument("--working-vocab", type=int,
+    d.add_argument("--working-vocab", type=_working_vocab,
                    help="run the private spectral stage on this many most frequent words (noisy); the "
-                        "refinement covers every word (default min(d, 100k, 4000) with a refinement, else d; on large "
-                        "corpora more can do better: README, The working vocabulary's size)")
+                        "refinement covers every word (default min(d, 100k, 4000) with a refinement, else d). "
+                        "'auto': the default's size, restarted on twice the words when the noisy frequencies and a "
+                        "first release show the margin (gains on large corpora of short documents, costs long ones: "
+                        "README, The working vocabulary's size)")
     d.add_argument("--whitening", choices=WHITENING_FORMS,
                    help="private whitening: one noisy second moment of the working vocabulary, formed as a "
                         "d×d matrix (dense) or only multiplied, its noise regenerated per product (matrix-free: "

@@ -34,7 +34,13 @@ which of them have ≥ 3 tokens is not):
    (:func:`split_whitening`): the second (``m2_whitening_topup``, the same
    statistic with fresh noise) is made only when the first's k-th eigenvalue
    is below :data:`WHITENING_TOPUP_SNR` times its public noise level, and
-   otherwise its budget goes to the passes (:func:`move_budget`).
+   otherwise its budget goes to the passes (:func:`move_budget`). With
+   ``--working-vocab auto`` and the default's working vocabulary holding
+   under :data:`RESTART_TOKEN_SHARE` of the tokens, the first of them is itself made in two parts
+   (:func:`split_probe`): when the first part's ratio clears
+   :func:`restart_snr`, releases 1–3 so far are kept in the ledger as
+   discarded and every spectral release is made again on
+   :func:`restart_vocab` words (:func:`restart_plan`).
 4. ``tensor_bounds``: ``hist(B_n)``, ``B_n`` the bound below on the norm of a
    document's whitened third moment: sensitivity ``√2``.
 5. ``whitened_tensor`` (explicit) or ``tensor_apply`` (once per power
@@ -82,7 +88,9 @@ from distdp.privacy.ledger import BudgetNotMetError
 __all__ = [
     "STAGES", "COUNT_SENSITIVITY", "DENSE_WHITENING_MAX_WORDS", "WHITENING_FORMS", "whitening_form",
     "PrivateSpectralConfig", "StageNoise", "plan_noise", "WHITENING_FIRST_SHARE", "WHITENING_TOPUP_SNR",
-    "split_whitening", "move_budget", "needs_topup", "combine_releases",
+    "split_whitening", "move_budget", "needs_topup", "combine_releases", "RESTART_PROBE_SHARE",
+    "RESTART_FIRST_SHARE", "RESTART_GROWTH", "RESTART_TOKEN_SHARE", "split_probe", "restart_snr", "restart_plan",
+    "restart_vocab", "should_restart", "whitening_mu2",
     "log_grid", "histogram", "quantile_from_histogram", "doc_norms", "tensor_norm_bound",
     "clip_factors", "assemble_tensor", "assemble_tensor_apply", "whitening_noise_level", "em_sensitivity",
     "SCAN_SENSITIVITY", "WORD_SCALE_POWER",
@@ -375,6 +383,87 @@ def precision_weights(sigma_first: float, sigma_second: float) -> tuple[float, f
     """Weights ``(w₁, w₂)`` of two Gaussian releases' precision average and its σ = (σ₁⁻² + σ₂⁻²)^{-1/2}."""
     p1, p2 = 1.0 / float(sigma_first) ** 2, 1.0 / float(sigma_second) ** 2
     return p1 / (p1 + p2), p2 / (p1 + p2), 1.0 / math.sqrt(p1 + p2)
+
+
+#: The working vocabulary's restart (``--working-vocab auto``; :func:`split_probe`, :func:`restart_plan`;
+#: README, *The working vocabulary's size*): the probe's part of the whitening's first release (0.1 of the
+#: whitening's μ²), the restart's first release's part of the whitening's μ², its working vocabulary's growth,
+#: and the token share (:func:`working_share`) below which the default's working words are probed at all.
+RESTART_PROBE_SHARE = 0.25
+RESTART_FIRST_SHARE = 0.25
+RESTART_GROWTH = 2
+RESTART_TOKEN_SHARE = 0.7
+
+
+def split_probe(plan: dict, share: float | None = None) -> dict:
+    """``plan`` with the whitening's first release (``m2_whitening``) split into a probe
+    (``m2_whitening_probe``, ``share`` of its μ²; ``None``: :data:`RESTART_PROBE_SHARE`) and the rest.
+
+    Without a restart the fit releases both and averages them by precision
+    (:func:`combine_releases`): exactly the distribution of the unsplit
+    release, so a fit that does not restart is the fit without a probe.
+    """
+    share = RESTART_PROBE_SHARE if share is None else share
+    if not 0 < share < 1:
+        raise ValueError(f"share must be in (0, 1), got {share!r}")
+    w = plan["m2_whitening"]
+    if w.count != 1 or "m2_whitening_topup" not in plan:
+        raise ValueError("only a split dense whitening (split_whitening) can be probed")
+    out = dict(plan)
+    out["m2_whitening_probe"] = StageNoise("m2_whitening_probe", w.multiplier / math.sqrt(share), 1)
+    out["m2_whitening"] = StageNoise("m2_whitening", w.multiplier / math.sqrt(1.0 - share), 1)
+    return out
+
+
+def whitening_mu2(plan: dict) -> float:
+    """The whitening's whole μ²: its probe, first release and top-up together (those in ``plan``)."""
+    return sum(plan[s].mu2 for s in ("m2_whitening_probe", "m2_whitening", "m2_whitening_topup") if s in plan)
+
+
+def restart_snr(plan: dict, growth: float = RESTART_GROWTH, first_share: float = RESTART_FIRST_SHARE) -> float:
+    """The probe's ratio (k-th eigenvalue / noise level) from which the fit restarts on more words.
+
+    The restart's first release, on ``growth`` times the words at ``first_share``
+    of the whitening's μ², has noise level ``√(growth·μ²_probe/(first_share·μ²_w))``
+    times the probe's (:func:`whitening_noise_level` grows with √words and σ
+    with 1/√μ²), and about the probe's k-th eigenvalue (the added words are the
+    rarer ones). The threshold is the probe ratio at which that release is
+    expected to clear :data:`WHITENING_TOPUP_SNR` without its top-up:
+    ``2·√(2·0.1/0.25) ≈ 1.79`` with the defaults. Measured, the eigenvalue on
+    twice the words was 0.81–1.02 times the probe's (three corpus families), so a
+    restart near the threshold can still make its top-up (README, *The
+    working vocabulary's size*).
+    """
+    return WHITENING_TOPUP_SNR * math.sqrt(growth * plan["m2_whitening_probe"].mu2
+                                           / (first_share * whitening_mu2(plan)))
+
+
+def restart_plan(plan: dict, lost_mu2: float, target: str = "unmix_sstats",
+                 first_share: float = RESTART_FIRST_SHARE) -> dict:
+    """The plan of a restart's releases: ``plan`` (probed, :func:`split_probe`) without the probe, its
+    whitening's whole μ² re-split at ``first_share`` (:func:`split_whitening`) and ``lost_mu2`` (the
+    discarded releases' μ²) taken from ``target``'s releases, so that the discarded and the restart's
+    releases together compose to the plan's total.
+    """
+    whole = whitening_mu2(plan)
+    tgt = plan[target]
+    if not 0 <= lost_mu2 < tgt.mu2:
+        raise ValueError(f"the discarded releases' μ² {lost_mu2:.3g} must be below {target}'s {tgt.mu2:.3g}")
+    out = {s: n for s, n in plan.items() if s not in ("m2_whitening_probe", "m2_whitening_topup")}
+    out["m2_whitening"] = StageNoise("m2_whitening", 1.0 / math.sqrt(whole), 1)
+    out[target] = StageNoise(target, math.sqrt(tgt.count / (tgt.mu2 - lost_mu2)), tgt.count)
+    return split_whitening(out, first_share)
+
+
+def restart_vocab(h: int, d: int) -> int:
+    """The restart's working vocabulary: :data:`RESTART_GROWTH` times ``h`` words, at most ``d`` and
+    :data:`DENSE_WHITENING_MAX_WORDS` (its whitening stays dense)."""
+    return int(min(d, RESTART_GROWTH * h, max(h, DENSE_WHITENING_MAX_WORDS)))
+
+
+def should_restart(probe_ratio: float, threshold: float) -> bool:
+    """Whether the probe's (public) ratio asks for the restart on more words (:func:`restart_snr`)."""
+    return float(probe_ratio) >= float(threshold)
 
 
 # --------------------------------------------------------------------------- clip bounds
