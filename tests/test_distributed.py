@@ -58,6 +58,27 @@ def test_private_fit_with_tail_release_on_ray_equals_in_process(ray_session, cor
     np.testing.assert_allclose(ray_fit.topic_word, local.topic_word, rtol=1e-10, atol=1e-14)
 
 
+def test_working_vocab_restart_on_ray_equals_in_process(ray_session, corpus_dir, monkeypatch):
+    """``--working-vocab auto`` forced to restart (20 words per topic: 100 → 200 of the 300 words; every
+    token share and probe ratio passing): the actors' restricted views switch to the larger vocabulary, and
+    the fit equals the in-process one (seeded noise; tolerance as above)."""
+    from distdp import private_pipeline
+    from distdp.privacy import lda_private
+
+    monkeypatch.setattr(private_pipeline, "WORKING_VOCAB_PER_TOPIC", 20)
+    monkeypatch.setattr(lda_private, "RESTART_TOKEN_SHARE", 1.0)
+    monkeypatch.setattr(lda_private, "restart_snr", lambda plan: 0.0)
+    kw = dict(alpha0=1.0, workers=3, seed=2, progress=False, epsilon=30.0, delta=1e-6, reproducible=True,
+              working_vocab="auto", coherence=False)
+    ray_fit = distdp.fit_lda(corpus_dir, K, **kw)
+    local = distdp.fit_lda(corpus_dir, K, backend="local", **kw)
+    assert ray_fit.info["corpus"]["working_vocab_restart"]["made"]
+    assert ray_fit.info["parameters"]["working_vocab"] == 200
+    stages = [r["stage"] for r in ray_fit.info["privacy"]["ledger"]]
+    assert stages[:5] == ["scan", "counts_probe", "m1_probe", "m2_whitening_probe", "counts"]
+    np.testing.assert_allclose(ray_fit.topic_word, local.topic_word, rtol=1e-10, atol=1e-14)
+
+
 def test_bad_shard_reports_file_and_row(ray_session, tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
