@@ -141,7 +141,8 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
             progress: bool = True, cpus_per_worker: float | None = None, epsilon: float | None = None,
             delta: float | None = None, mechanism: str = "auto", refine_budget: float | None = None,
             length_cap: int = 100, reproducible: bool = False, public_corpus=None,
-            working_vocab: int | str | None = None, unmix: int | None = None, declared_bounds=None, whitening: str | None = None, **solver) -> LDAModel:
+            working_vocab: int | str | None = None, unmix: int | None = None, declared_bounds=None,
+            whitening: str | None = None, **solver) -> LDAModel:
     """Fit a spectral LDA (or single-topic) model, optionally refined by variational EM.
 
     Parameters

@@ -859,6 +859,14 @@ def check_working_vocab(working_vocab, d: int, k: int, refine: bool) -> int:
     return int(working_vocab)
 
 
+def _working_vocabulary(backend: Backend, scan: Scan | None, h: int, d: int):
+    """The ``h`` most frequent words by the scan (every word when ``h = d``), their share of the tokens
+    (:func:`~distdp.privacy.lda_private.working_share`; 1 without a scan) and the backend restricted to them."""
+    columns = lda_private.working_columns(scan.frequencies, h) if h < d else np.arange(d)
+    share = lda_private.working_share(scan.frequencies, columns) if scan is not None else 1.0
+    return columns, share, (ColumnBackend(backend, columns) if h < d else backend)
+
+
 def _restart_gate(r: Refinement, d: int, params: SpectralParams, config: lda_private.PrivateSpectralConfig,
                   plan: dict, share: float) -> dict | None:
     """Whether the fit probes its default working vocabulary's whitening for a restart on more words.
@@ -946,24 +954,21 @@ def fit_lda_private_scalable(backend: Backend, vocab_size: int, params: Spectral
     if r.scan:
         n_total = int(sum(backend.call("row_count")))
         scan = private_scan(backend, max(n_total, 1), config.quantile, noise)
-    columns = lda_private.working_columns(scan.frequencies, h) if h < d else np.arange(d)
-    share = lda_private.working_share(scan.frequencies, columns) if scan is not None else 1.0
+    columns, share, view = _working_vocabulary(backend, scan, h, d)
     record = _restart_gate(r, d, params, config, plan, share)
     restart = None
     if record is not None and record["probed"]:
         plan = noise.plan = lda_private.split_probe(plan)
         restart = record["threshold"] = lda_private.restart_snr(plan)
-    view = ColumnBackend(backend, columns) if h < d else backend
     first = len(ledger.releases)
     try:
         ps = fit_spectral_private(view, h, params, config, rng, ledger, plan, progress, restart)
     except _Restart as probe:
         h1 = record["restart_words"]
         plan = noise.plan = lda_private.restart_plan(plan, _discard(ledger, first, plan, h, h1))
-        h, columns = h1, lda_private.working_columns(scan.frequencies, h1)
-        share = lda_private.working_share(scan.frequencies, columns)
+        h = h1
+        columns, share, view = _working_vocabulary(backend, scan, h, d)
         record.update(probe_ratio=probe.ratio, made=True)
-        view = ColumnBackend(backend, columns) if h < d else backend
         ps = fit_spectral_private(view, h, params, config, rng, ledger, plan, progress)
     else:
         if restart is not None:
