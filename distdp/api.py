@@ -213,8 +213,8 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
         the words when the noisy frequencies and a first release show the
         margin for it, within the same budget
         (``info["corpus"]["working_vocab_restart"]``; README, *The working
-        vocabulary's size*: it gains on large corpora of short documents and
-        costs long ones).
+        vocabulary's size*: it gained on synthetic corpora and lost on
+        topics fitted from real text, short documents or long).
     unmix : int, optional
         Private fits with a scalable mechanism (LDA or single-topic):
         unmixing passes on every word after the spectral stage (and tail release)

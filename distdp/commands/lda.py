@@ -74,8 +74,8 @@ def register(sub) -> None:
                    help="run the private spectral stage on this many most frequent words (noisy); the "
                         "refinement covers every word (default min(d, 100k, 4000) with a refinement, else d). "
                         "'auto': the default's size, restarted on twice the words when the noisy frequencies and a "
-                        "first release show the margin (gains on large corpora of short documents, costs long ones: "
-                        "README, The working vocabulary's size)")
+                        "first release show the margin (gained on synthetic corpora, lost on topics fitted from real "
+                        "text: README, The working vocabulary's size)")
     d.add_argument("--whitening", choices=WHITENING_FORMS,
                    help="private whitening: one noisy second moment of the working vocabulary, formed as a "
                         "d×d matrix (dense) or only multiplied, its noise regenerated per product (matrix-free: "
