@@ -921,8 +921,9 @@ def fit_lda_private_scalable(backend: Backend, vocab_size: int, params: Spectral
     from the passes' Q); else the second part is released and averaged with
     the probe, which is the fit without a probe in distribution. Why: the tail
     release's θ̂_n see only the working words' tokens, and more of them make
-    the tail's and the passes' solves better where the whitening has margin to
-    spare (README, *The working vocabulary's size*). Privacy: every branch is
+    the tail's solve better where the whitening has margin to spare; the
+    passes then gained on synthetic topics and lost on topics fitted from real
+    text (README, *The working vocabulary's size*), hence opt-in. Privacy: every branch is
     chosen from released values and spends the plan's total μ² (Smith &
     Thakurta 2022, as :func:`~distdp.privacy.lda_private.split_whitening`).
     ``model.json`` records the decision under ``corpus.working_vocab_restart``.
