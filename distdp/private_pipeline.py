@@ -420,11 +420,11 @@ def _whitening_description(solver: dict) -> str:
 def _private_whitening(backend, d, k, p, coef, n_hat, m1, m1_var, c2, config, noise, rng, st, restart=None):
     """Private whitening of ``M2 = E2 − a2 M̂1M̂1ᵀ + a2 v I``: (Whitening, E2(W,W), the release's record)."""
     sens = math.sqrt(2.0) * c2
-    if "m2_whitening_probe" in noise.plan and not (config.dense_whitening and not config.matrix_free):
+    if "m2_whitening_probe" in noise.plan and config.form != "dense":
         raise ValueError("a whitening probe (lda_private.split_probe) needs the dense whitening")
-    if not config.dense_whitening:
+    if config.form == "power":
         rel = _whitening_products(backend, d, p, coef, n_hat, m1, m1_var, c2, sens, config, noise, rng, st)
-    elif config.matrix_free:
+    elif config.form == "matrix-free":
         rel = _whitening_matrix_free(backend, d, k, p, coef, n_hat, m1, m1_var, c2, sens, noise, rng, st)
     else:
         rel = _whitening_dense(backend, d, k, coef, n_hat, m1, m1_var, c2, sens, noise, restart)
@@ -881,7 +881,7 @@ def _restart_gate(r: Refinement, d: int, params: SpectralParams, config: lda_pri
     """
     h1 = lda_private.restart_vocab(r.working_vocab, d)
     if not (r.adaptive and params.model == "lda" and h1 > r.working_vocab and "m2_whitening_topup" in plan
-            and "unmix_sstats" in plan and config.dense_whitening and not config.matrix_free):
+            and "unmix_sstats" in plan and config.form == "dense"):
         return None
     return {"words": r.working_vocab, "restart_words": h1, "token_share": share,
             "token_share_threshold": lda_private.RESTART_TOKEN_SHARE,

@@ -891,6 +891,10 @@ def test_whitening_form_and_its_releases():
     dense = lda_private.PrivateSpectralConfig(1.0, 1e-6, dense_whitening=True)
     free = lda_private.PrivateSpectralConfig(1.0, 1e-6, dense_whitening=True, matrix_free=True)
     power = lda_private.PrivateSpectralConfig(1.0, 1e-6)
+    assert (dense.form, free.form, power.form) == ("dense", "matrix-free", "power")
+    for form in ("dense", "matrix-free", "power"):   # the config a fit builds from a form reports that form
+        r = pf.resolve_refinement(5000, 10)
+        assert pf.spectral_config(1.0, 1e-6, r, whitening=form).form == form
     assert (dense.releases("m2_whitening"), free.releases("m2_whitening"), power.releases("m2_whitening")) == \
         (1, 1, power.eig_iters + 1)
     assert lda_private.plan_noise(free) == lda_private.plan_noise(dense)   # the same release, the same noise

@@ -227,6 +227,11 @@ class PrivateSpectralConfig:
         if set(self.shares) != set(STAGES) or not all(v > 0 for v in self.shares.values()):
             raise ValueError(f"shares must give a positive fraction to each of {STAGES}, got {self.shares!r}")
 
+    @property
+    def form(self) -> str:
+        """The whitening's form (:func:`whitening_form`): ``"dense"``, ``"matrix-free"`` or ``"power"``."""
+        return ("matrix-free" if self.matrix_free else "dense") if self.dense_whitening else "power"
+
     def releases(self, stage: str) -> int:
         """How many Gaussian releases ``stage`` makes."""
         if stage == "m2_whitening":
