@@ -47,7 +47,8 @@ def real_topics(source: str):
 
 
 def fit_row(counts, truth, k: int, eps: float, seed: int, auto: bool) -> dict:
-    """One reproducible private fit, default or ``working_vocab="auto"``: L1 and the restart's record."""
+    """One reproducible private fit, default or ``working_vocab="auto"``: L1, the restart's record and the
+    whitening's ratios (``first_release_ratio`` is None where the early rung was the whole whitening)."""
     t0 = time.perf_counter()
     m = api.fit_lda(counts, k, backend="local", epsilon=eps, delta=DELTA, seed=seed, reproducible=True,
                     progress=False, coherence=False, working_vocab="auto" if auto else None)
@@ -55,6 +56,7 @@ def fit_row(counts, truth, k: int, eps: float, seed: int, auto: bool) -> dict:
     return {"l1": float(lda.matched_l1(m.topic_word, truth)[0]), "probe_ratio": restart.get("probe_ratio"),
             "restarted": restart.get("made"),
             "first_release_ratio": m.info["corpus"]["whitening_topup"]["first_release_ratio"],
+            "early_ratio": m.info["corpus"]["whitening_topup"].get("early_ratio"),
             "seconds": time.perf_counter() - t0}
 
 

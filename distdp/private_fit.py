@@ -136,7 +136,9 @@ def budget_plan(config: lda_private.PrivateSpectralConfig, refinement: private_p
     (:func:`distdp.privacy.lda_private.plan_noise`). Before unmixing passes a
     dense whitening is split into a first release and a top-up
     (:func:`distdp.privacy.lda_private.split_whitening`); the fit gives an
-    unmade top-up's part to the passes' ``unmix_sstats``.
+    unmade top-up's part to the passes' ``unmix_sstats``, and for LDA splits the first
+    release's early rung off it (:func:`distdp.privacy.lda_private.split_early`), giving the
+    rest of the first release to the passes too when the rung suffices.
     """
     r = refinement
     rest = 1.0 - SCAN_BUDGET if r.scan else 1.0

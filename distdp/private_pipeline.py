@@ -26,8 +26,9 @@ not √d), and private EM then extends the topics to every word.
 
 Nothing data-dependent steers the computation unless it was released:
 the number of used documents, the clip bounds, every eigensolver step,
-whether the dense whitening's second release is made
-(:func:`~distdp.privacy.lda_private.split_whitening`) and whether the fit
+whether the dense whitening stops at its early rung or its first release or makes
+its second (:func:`~distdp.privacy.lda_private.split_early`,
+:func:`~distdp.privacy.lda_private.split_whitening`) and whether the fit
 restarts on a larger working vocabulary (:func:`fit_lda_private_scalable`)
 are functions of noisy releases only; the number of passes and iterations is fixed in advance, but
 for the matrix-free whitening's eigensolver, whose products stop on a test of
@@ -238,23 +239,40 @@ def _m2_release_notes(noise, d: int, matrix_free: bool, restart: float | None = 
         return {"m2_whitening": note}
     whole = lda_private.whitening_mu2(noise.plan)
     share = {s: f"{noise.plan[s].mu2 / whole:.2g} of the whitening's budget"
-             for s in ("m2_whitening_probe", "m2_whitening", "m2_whitening_topup") if s in noise.plan}
+             for s in lda_private.WHITENING_PARTS if s in noise.plan}
     notes = {"m2_whitening": note + f"; the first of up to two releases ({share['m2_whitening']}, as the plan "
                                     f"split it; lda_private.split_whitening)",
              "m2_whitening_topup": note + f"; the same sum with fresh noise ({share['m2_whitening_topup']}), "
                                           f"released because the first release's k-th eigenvalue was below "
                                           f"{lda_private.WHITENING_TOPUP_SNR:g}× its noise level (public), averaged "
                                           f"with it by precision (lda_private.split_whitening)"}
-    if "m2_whitening_probe" in noise.plan:
+    part = _first_part(noise.plan)
+    if part == "m2_whitening_early":
+        notes[part] = (note + f"; the early rung ({share[part]}): when its k-th eigenvalue is at least "
+                              f"{lda_private.WHITENING_TOPUP_SNR:g}× its noise level (public) it is the whole whitening "
+                              f"and m2_whitening and the top-up are not made (their budget to unmix_sstats), else "
+                              f"it is averaged by precision with m2_whitening, the two making the first release "
+                              f"(lda_private.split_early)")
+    elif part is not None:
         when = ("" if restart is None else f"when its k-th eigenvalue is at least {restart:.3g}× its noise level "
                                            f"(public) the fit restarts on more words (lda_private.restart_plan), else ")
-        notes["m2_whitening_probe"] = (
-            note + f"; a probe ({share['m2_whitening_probe']}): {when}it is averaged by precision with "
-                   f"m2_whitening, the two making the first release (lda_private.split_probe)")
+        notes[part] = (note + f"; a probe ({share[part]}): {when}it is averaged by precision with m2_whitening, "
+                              f"the two making the first release (lda_private.split_probe)")
+    if part is not None:
         notes["m2_whitening"] = note + (f"; the same sum with fresh noise ({share['m2_whitening']}), averaged by "
-                                        f"precision with m2_whitening_probe: together the first of up to two "
+                                        f"precision with {part}: together the first of up to two "
                                         f"releases (lda_private.split_whitening)")
     return notes
+
+
+#: Where the whitening's record (``corpus.whitening_topup``) keeps the ratio of the first release's first part.
+_RATIO_KEY = {"m2_whitening_probe": "probe_ratio", "m2_whitening_early": "early_ratio"}
+
+
+def _first_part(plan: dict) -> str | None:
+    """The stage the first whitening release begins with, when it is made in two parts: the restart's probe
+    or the early rung (:func:`~distdp.privacy.lda_private.split_probe`); ``None`` otherwise."""
+    return next((s for s in lda_private.WHITENING_PARTS[:2] if s in plan), None)
 
 
 class _Restart(Exception):
@@ -275,7 +293,7 @@ def _topup_record(vals: np.ndarray, k: int, d: int, sigma: float, n_hat: float, 
     """Whether the first release's k-th eigenvalue asks for the top-up (public quantities only)."""
     eig_k, level = _release_snr(vals, k, d, sigma, n_hat, shift)
     return {"first_release_ratio": eig_k / level, "threshold": lda_private.WHITENING_TOPUP_SNR,
-            "made": lda_private.needs_topup(eig_k, level)}
+            "made": lda_private.needs_topup(eig_k, level), "early": False}
 
 
 def _whitening_dense(backend, d, k, coef, n_hat, m1, m1_var, c2, sens, noise, restart=None) -> _WhiteningRelease:
@@ -288,10 +306,14 @@ def _whitening_dense(backend, d, k, coef, n_hat, m1, m1_var, c2, sens, noise, re
     k-th eigenvalue is below :data:`~distdp.privacy.lda_private.WHITENING_TOPUP_SNR`
     times its noise level, and the two are averaged by precision; the record
     (``None`` without that stage) says which happened. With a
-    ``m2_whitening_probe`` stage (:func:`~distdp.privacy.lda_private.split_probe`)
-    the first release is made in two parts: after the probe, :class:`_Restart`
-    is raised when its ratio is at least ``restart``, else the second part is
-    released and averaged with it by precision.
+    ``m2_whitening_probe`` or ``m2_whitening_early`` stage
+    (:func:`~distdp.privacy.lda_private.split_probe`) the first release is
+    made in two parts: after the probe, :class:`_Restart` is raised when its
+    ratio is at least ``restart``; the early rung
+    (:func:`~distdp.privacy.lda_private.split_early`) is the whole whitening
+    when its ratio clears the top-up's threshold (the record's ``early``; the
+    fit gives the unmade releases' μ² to the passes); else the second part is
+    released and averaged with the first by precision.
     """
     total = _sum(backend.call("private_m2_dense", c2))
     notes = _m2_release_notes(noise, d, False, restart)
@@ -301,14 +323,19 @@ def _whitening_dense(backend, d, k, coef, n_hat, m1, m1_var, c2, sens, noise, re
         vals_, vecs_ = np.linalg.eigh(e2_ / n_hat - coef.a2 * np.outer(m1, m1))
         return vals_ + shift, vecs_
 
-    probe_ratio = None
-    if "m2_whitening_probe" in noise.plan:
-        e2 = noise.add("m2_whitening_probe", total, sens, symmetric2=True, note=notes["m2_whitening_probe"])
-        sigma = noise.sigma("m2_whitening_probe", sens)
+    part_ratio, part = None, _first_part(noise.plan)
+    if part is not None:
+        e2 = noise.add(part, total, sens, symmetric2=True, note=notes[part])
+        sigma = noise.sigma(part, sens)
         eig_k, level = _release_snr(spectrum(e2)[0], k, d, sigma, n_hat, shift)
-        probe_ratio = eig_k / level
-        if restart is not None and lda_private.should_restart(probe_ratio, restart):
-            raise _Restart(probe_ratio)
+        part_ratio = eig_k / level
+        if restart is not None and lda_private.should_restart(part_ratio, restart):
+            raise _Restart(part_ratio)
+        if part == "m2_whitening_early" and not lda_private.needs_topup(eig_k, level):     # the rung suffices
+            vals, vecs = spectrum(e2)
+            early = {"first_release_ratio": None, "threshold": lda_private.WHITENING_TOPUP_SNR, "made": False,
+                     "early": True, _RATIO_KEY[part]: part_ratio}
+            return _WhiteningRelease(vals, vecs, None, e2 / n_hat, sigma, 0, early, {"form": "dense", "solver": "eigh"})
         rest = noise.add("m2_whitening", total, sens, symmetric2=True, note=notes["m2_whitening"])
         e2, sigma = lda_private.combine_releases(e2, sigma, rest, noise.sigma("m2_whitening", sens))
         del rest
@@ -317,8 +344,8 @@ def _whitening_dense(backend, d, k, coef, n_hat, m1, m1_var, c2, sens, noise, re
         sigma = noise.sigma("m2_whitening", sens)
     vals, vecs = spectrum(e2)
     topup = _topup_record(vals, k, d, sigma, n_hat, shift) if "m2_whitening_topup" in notes else None
-    if topup is not None and probe_ratio is not None:
-        topup["probe_ratio"] = probe_ratio
+    if topup is not None and part_ratio is not None:
+        topup[_RATIO_KEY[part]] = part_ratio
     if topup is not None and topup["made"]:
         again = noise.add("m2_whitening_topup", total, sens, symmetric2=True, note=notes["m2_whitening_topup"])
         del total       # d×d; not needed once both releases are made
@@ -420,8 +447,8 @@ def _whitening_description(solver: dict) -> str:
 def _private_whitening(backend, d, k, p, coef, n_hat, m1, m1_var, c2, config, noise, rng, st, restart=None):
     """Private whitening of ``M2 = E2 − a2 M̂1M̂1ᵀ + a2 v I``: (Whitening, E2(W,W), the release's record)."""
     sens = math.sqrt(2.0) * c2
-    if "m2_whitening_probe" in noise.plan and config.form != "dense":
-        raise ValueError("a whitening probe (lda_private.split_probe) needs the dense whitening")
+    if _first_part(noise.plan) is not None and config.form != "dense":
+        raise ValueError("a whitening probe or early rung (lda_private.split_probe) needs the dense whitening")
     if config.form == "power":
         rel = _whitening_products(backend, d, p, coef, n_hat, m1, m1_var, c2, sens, config, noise, rng, st)
     elif config.form == "matrix-free":
@@ -667,7 +694,8 @@ _DIAGONAL_NOTE = {False: "", True: "; G diagonal by construction (its noisy off-
 
 def unmix_tail_private(view: ColumnBackend, topic_word: np.ndarray, alpha: np.ndarray,
                        norm_cap: float, noise: _Noise, threshold: float = EM_THRESHOLD, max_inner: int = 100,
-                       tol: float = 1e-3, single_topic: bool = False) -> lda_private.UnmixedTopics:
+                       tol: float = 1e-3, single_topic: bool = False, frequencies: np.ndarray | None = None,
+                       scale_power: float = lda_private.WORD_SCALE_POWER) -> lda_private.UnmixedTopics:
     """Topics on every word from the fit on ``view``'s working vocabulary (``tail_gram``, ``tail_sstats``).
 
     Each document's mixture ``θ̂_n`` is estimated on its working words alone;
@@ -677,26 +705,44 @@ def unmix_tail_private(view: ColumnBackend, topic_word: np.ndarray, alpha: np.nd
     iteration from topics flat outside the working vocabulary, which spreads
     each such word over every topic its documents mix (≈ 45% of its mass on
     wrong topics at Σα = 1), the solve undoes that mixing in one release.
-    Its words are not scaled as the pass's are (:func:`unmix_private`): at
-    ε = 1, N = 10⁶ that moved the final L1 by 0.0002 (0.0359 vs 0.0361, one
-    seed), within the spread between noise seeds. ``single_topic``: ``θ̂_n``
+    With ``frequencies`` (the scan's; LDA only) its words are scaled as the
+    pass's are (:func:`unmix_private`): ``Q = Σ w_n (θ̂_n x_nᵀ)∘S``, ``w_n``
+    setting ``‖(θ̂_n x_nᵀ)∘S‖_F`` to the sensitivity, ``β̂ = G⁻¹(Q/S)``,
+    with the scales ``S`` of :func:`~distdp.privacy.lda_private.word_scales`
+    from the spectral topics extended by the frequencies
+    (:func:`~distdp.privacy.lda_private.embed_topics`). On the
+    ``lda_privacy_utility`` corpus (ε = 1, N = 10⁶, noise seed 10) that took
+    the tail's solve from L1 0.0667 to 0.0620 and the default's result from
+    0.0267 to 0.0264 (README, *The tail release*). ``single_topic``: ``θ̂_n``
     is the one-hot of the document's single-topic posterior mode on its
     working words (``alpha`` the topic weights), so ``G`` is diagonal and a
-    topic no document reaches keeps its start (zero off the working words).
+    topic no document reaches keeps its start (zero off the working words);
+    its words are not scaled.
     """
     start = np.maximum(topic_word, 1e-12)
     start = start / start.sum(axis=1, keepdims=True)
-    parts = view.call_full("tail_statistics", start, alpha, float(norm_cap), max_inner, tol, single_topic)
-    rule = (f"w_n = min({norm_cap:.4g}/(‖θ̂_n‖₂‖x_n‖₂), {norm_cap:.4g}²/(‖θ̂_n‖₂²‖x_n‖₁)), "
+    scales = None
+    if frequencies is not None and not single_topic:
+        d = np.asarray(frequencies).shape[0]
+        scales = lda_private.word_scales(lda_private.embed_topics(topic_word, view.columns, frequencies, d),
+                                         frequencies, scale_power)
+    parts = view.call_full("tail_statistics", start, alpha, float(norm_cap), max_inner, tol, single_topic,
+                           None if scales is None else view.broadcast(scales))
+    scaled = "" if scales is None else "∘S"
+    norm = "‖θ̂_n‖₂‖x_n‖₂" if scales is None else "‖(θ̂_n x_nᵀ)∘S‖_F"
+    rule = (f"w_n = min({norm_cap:.4g}/{norm}, {norm_cap:.4g}²/(‖θ̂_n‖₂²‖x_n‖₁)), "
             f"θ̂_n {_MIXTURE[single_topic]} from the working words")
+    if scales is not None:
+        rule += (f", word scales S = b^(-{scale_power:.3g}) from the spectral topics extended by the scan's "
+                 f"frequencies (word_scales, embed_topics)")
     previous = None
     if single_topic:
         previous = np.zeros((start.shape[0], parts[0][0].shape[1]))    # Q is k×d
         previous[:, view.columns] = topic_word
     return _release_unmix(parts, "tail", norm_cap, noise, f"unique entries of Σ_n w_n l_n θ̂_nθ̂_nᵀ (k×k), {rule}",
-                          f"Σ_n w_n θ̂_n x_nᵀ (k×d), {rule}; β̂ = G⁻¹Q, " + lda_private.threshold_note(threshold)
-                          + _DIAGONAL_NOTE[single_topic], threshold, symmetric=True, diagonal=single_topic,
-                          previous=previous)
+                          f"Σ_n w_n (θ̂_n x_nᵀ){scaled} (k×d), {rule}; β̂ = G⁻¹(Q{'/S' if scaled else ''}), "
+                          + lda_private.threshold_note(threshold) + _DIAGONAL_NOTE[single_topic], threshold,
+                          symmetric=True, scales=scales, diagonal=single_topic, previous=previous)
 
 
 def unmix_private(backend: Backend, start: lda_private.UnmixedTopics, alpha: np.ndarray, scan: Scan, noise: _Noise,
@@ -888,6 +934,14 @@ def _restart_gate(r: Refinement, d: int, params: SpectralParams, config: lda_pri
             "probed": share < lda_private.RESTART_TOKEN_SHARE, "threshold": None, "probe_ratio": None, "made": False}
 
 
+def _early_rung(params: SpectralParams, config: lda_private.PrivateSpectralConfig, plan: dict) -> bool:
+    """Whether the dense whitening's first release starts with the early rung
+    (:func:`~distdp.privacy.lda_private.split_early`): an LDA fit whose whitening is split into a
+    first release and a top-up before unmixing passes (measured on LDA only)."""
+    return (params.model == "lda" and "m2_whitening_topup" in plan and "unmix_sstats" in plan
+            and config.form == "dense")
+
+
 def _discard(ledger: PrivacyLedger, first: int, plan: dict, h: int, h1: int) -> float:
     """Mark the probe's releases (``ledger.releases[first:]``) as discarded; return their μ² (``plan``'s)."""
     lost = 0.0
@@ -906,6 +960,15 @@ def fit_lda_private_scalable(backend: Backend, vocab_size: int, params: Spectral
                              ledger: PrivacyLedger, plan: dict, refinement: Refinement, *, eta: float = 0.1,
                              progress: Callable | None = None) -> PrivateLDA:
     """Private LDA: scan, spectral fit on the working vocabulary, tail release, unmixing passes, private EM.
+
+    The whitening's early rung (:func:`_early_rung`): before unmixing passes
+    the whitening's first release begins with
+    :data:`~distdp.privacy.lda_private.WHITENING_EARLY_SHARE` of its μ²
+    (:func:`~distdp.privacy.lda_private.split_early`); where that release's
+    k-th eigenvalue already clears the top-up's threshold it is the whole
+    whitening, and the rest of the first release and the top-up go to the
+    passes' Q (``corpus.whitening_topup.early``). Else the fit goes on as
+    without it.
 
     The working vocabulary's restart (``refinement.adaptive``, ``--working-vocab auto``;
     :func:`_restart_gate`): when the default's working words hold less than
@@ -961,6 +1024,8 @@ def fit_lda_private_scalable(backend: Backend, vocab_size: int, params: Spectral
     if record is not None and record["probed"]:
         plan = noise.plan = lda_private.split_probe(plan)
         restart = record["threshold"] = lda_private.restart_snr(plan)
+    elif _early_rung(params, config, plan):
+        plan = noise.plan = lda_private.split_early(plan)
     first = len(ledger.releases)
     try:
         ps = fit_spectral_private(view, h, params, config, rng, ledger, plan, progress, restart)
@@ -979,6 +1044,8 @@ def fit_lda_private_scalable(backend: Backend, vocab_size: int, params: Spectral
     if record is not None:
         ps.result.stats["working_vocab_restart"] = record
     topup = ps.result.stats.get("whitening_topup")
+    if topup is not None and topup["early"]:
+        plan = lda_private.move_budget(plan, "m2_whitening", "unmix_sstats")
     if topup is not None and not topup["made"]:
         noise.plan = lda_private.move_budget(plan, "m2_whitening_topup", "unmix_sstats")
     if not r.active:
@@ -988,7 +1055,7 @@ def fit_lda_private_scalable(backend: Backend, vocab_size: int, params: Spectral
     single = params.model == "stm"
     if r.tail:
         start = unmix_tail_private(view, ps.result.topic_word, ps.result.alpha, scan.norm_cap, noise,
-                                   single_topic=single)
+                                   single_topic=single, frequencies=scan.frequencies)
     else:
         embedded = lda_private.embed_topics(ps.result.topic_word, columns, scan.frequencies, d)
         start = lda_private.UnmixedTopics(embedded)

@@ -236,18 +236,20 @@ class Shard:
         return res.sstats, res.doc_bound, self.n_total, res.iterations
 
     def tail_statistics(self, columns: np.ndarray, key, topic_word: np.ndarray, alpha: np.ndarray,
-                        norm_cap: float, max_iter: int = 100, tol: float = 1e-3, single_topic: bool = False) -> tuple:
+                        norm_cap: float, max_iter: int = 100, tol: float = 1e-3, single_topic: bool = False,
+                        scales: np.ndarray | None = None) -> tuple:
         """The ``tail`` release's partial sums ``(Q, G)`` (:func:`distdp.privacy.lda_private.tail_statistics`).
 
         Each document's topic mixture is the E-step's posterior mean on its
         ``columns`` words (the restricted shard of :meth:`on_columns` with the
         same ``key``) under the (already released) ``topic_word`` over them;
         with ``single_topic``, the one-hot of its single-topic posterior mode
-        there (``alpha`` the topic weights).
+        there (``alpha`` the topic weights). ``scales``: the release's word
+        scales (k×d), or None for none.
         """
         sub = self._columns_view(columns, key).counts
         return lda_private.tail_statistics(self.counts, self._mixtures(sub, topic_word, alpha, max_iter, tol,
-                                                                       single_topic), norm_cap)
+                                                                       single_topic), norm_cap, scales)
 
     @staticmethod
     def _mixtures(counts, topic_word, alpha, max_iter, tol, single_topic: bool) -> np.ndarray:

@@ -123,15 +123,16 @@ def test_em_statistics_sensitivity(data, cap, scaled):
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(corpora, st.floats(0.5, 30.0), st.booleans())
-def test_tail_release_sensitivity(data, cap, single_topic):
+@given(corpora, st.floats(0.5, 30.0), st.booleans(), st.booleans())
+def test_tail_release_sensitivity(data, cap, single_topic, scaled):
     # Replay the tail release's public inputs (working columns, topics over them, α or the single-topic
-    # weights, C) on both neighbours.
+    # weights, C, the word scales) on both neighbours.
     a, b, rng = neighbours(data)
     cols = np.sort(rng.choice(D, size=3, replace=False))
     tw = rng.dirichlet(np.ones(3), size=K)
     alpha = np.full(K, 0.3)
-    (qa, ga), (qb, gb) = (s.tail_statistics(cols, "v", tw, alpha, cap, 50, 1e-6, single_topic) for s in (a, b))
+    S = public_scales(rng, scaled)
+    (qa, ga), (qb, gb) = (s.tail_statistics(cols, "v", tw, alpha, cap, 50, 1e-6, single_topic, S) for s in (a, b))
     sens_q, sens_g = lda_private.tail_sensitivities(cap)
     iu = np.triu_indices(K)
     assert np.linalg.norm(qa - qb) <= sens_q * (1 + 1e-9)
@@ -176,6 +177,17 @@ def test_unmixing_inverts_the_mixing_exactly():
     mass = np.where(keep, B, 0).sum(1, keepdims=True)
     np.testing.assert_allclose(got.topic_word, np.where(keep, B, 0) / mass)
     np.testing.assert_allclose(got.deviation, dev / mass)      # on the normalised topics' scale
+    # With word scales the documents' weights change (each term's scaled norm is set to the cap), Q carries the
+    # scales, and G⁻¹(Q/S) is β again.
+    S = lda_private.word_scales(beta, beta.mean(axis=0))
+    Qs, Gs = lda_private.tail_statistics(expected, theta, cap, S)
+    unit = theta / np.linalg.norm(theta, axis=1, keepdims=True)
+    ws = lda_private.unmix_weights(lda_private.pass_norms(expected, unit, S), lengths, cap,
+                                   np.linalg.norm(theta, axis=1))
+    assert not np.allclose(ws, w)
+    np.testing.assert_allclose(Gs, (theta * (ws * lengths)[:, None]).T @ theta)
+    np.testing.assert_allclose(Qs / S, (theta * ws[:, None]).T @ expected.toarray())
+    np.testing.assert_allclose(lda_private.unmix_topics(Qs, Gs, 0.0, 0.0, scales=S).topic_word, beta, atol=1e-10)
     with pytest.raises(ValueError, match="not positive definite"):
         lda_private.unmix_topics(Q, -G, 0.0, 0.0)
     with pytest.raises(ValueError, match="no word above the noise"):
@@ -1101,9 +1113,11 @@ def corpus_p():
                                                   ("whitened", "matrix-free")])
 def test_large_epsilon_recovers_topics(corpus_p, mechanism, whitening):
     # Five seeds (1–5) measured L1 at ε = 50 against 0.016 non-private, with the two default unmixing
-    # passes (the second on its support, lda_private.pass_support): whitened / power mechanism 0.0158–0.0182 /
-    # 0.0158–0.0176 with the dense whitening (the default here), whitened 0.0147–0.0158 with the power-method
-    # whitening, 0.0154–0.0192 with the matrix-free one. Releasing every entry: 0.0161–0.0189 / 0.0165–0.0183
+    # passes (the second on its support, lda_private.pass_support) and the tail's word scales: whitened / power
+    # mechanism 0.0160–0.0179 / 0.0155–0.0184 with the dense whitening (the default here; its early rung was the
+    # whole whitening in all ten, lda_private.split_early), whitened 0.0147–0.0158 with the power-method
+    # whitening, 0.0154–0.0192 with the matrix-free one. Before the rung and the scales: 0.0158–0.0182 /
+    # 0.0158–0.0176, 0.0147–0.0158, 0.0154–0.0192. Releasing every entry: 0.0161–0.0189 / 0.0165–0.0183
     # (its second release not made, lda_private.split_whitening; 0.0160–0.0194 /
     # 0.0165–0.0183 with one whitening release), whitened 0.0150–0.0165 with the power-method
     # whitening (0.0160–0.0195 / 0.0166–0.0184
@@ -1119,8 +1133,10 @@ def test_large_epsilon_recovers_topics(corpus_p, mechanism, whitening):
     assert err <= 1.5 * lda.matched_l1(base.topic_word, corpus_p.topic_word)[0]
     pv = m.info["privacy"]
     assert not pv["private"] and pv["guarantee"].startswith("none")
-    # 200 words: the default whitening releases the dense second moment once; "power" takes eig_iters + 1 products.
-    m2 = next(r for r in pv["ledger"] if r["stage"] == "m2_whitening")
+    # 200 words: the default whitening releases the dense second moment once (here its early rung suffices,
+    # lda_private.split_early); "power" takes eig_iters + 1 products.
+    m2 = next(r for r in pv["ledger"] if r["stage"].startswith("m2_whitening"))
+    assert m2["stage"] == ("m2_whitening_early" if whitening is None else "m2_whitening")
     once = whitening in (None, "matrix-free")
     described = {None: "dense", "power": "power method, 7 products"}.get(whitening, "matrix-free (LOBPCG, ")
     assert m.info["corpus"]["whitening"].startswith(described)
@@ -1388,13 +1404,19 @@ def test_needs_topup_and_combine_releases():
     assert abs(value.std() - s) <= 4 * s / math.sqrt(2 * n)
 
 
-@pytest.mark.parametrize("whitening", ["dense", "matrix-free"])
-@pytest.mark.parametrize("ratio, made", [(0.0, False), (1e9, True)])
-def test_whitening_topup_branches(corpus_p, monkeypatch, ratio, made, whitening):
-    # Both branches of the adaptive whitening, in both forms of its release: the ledger has the top-up
-    # release exactly when it was made, an unmade top-up's budget is in the passes' Q, and both spend
-    # exactly the requested ε.
-    monkeypatch.setattr(lda_private, "WHITENING_TOPUP_SNR", ratio)
+@pytest.mark.parametrize("whitening, branch", [("dense", "early"), ("dense", "first"), ("dense", "topup"),
+                                               ("matrix-free", "first"), ("matrix-free", "topup")])
+def test_whitening_topup_branches(corpus_p, monkeypatch, whitening, branch):
+    # Every branch of the adaptive whitening, in both forms of its release: the early rung alone (dense only),
+    # the first release without the top-up, the top-up. The ledger has exactly the releases made, the unmade
+    # ones' budget is in the passes' Q, and each branch spends exactly the requested ε.
+    dense = whitening == "dense"
+    if branch == "first" and dense:     # the early rung falls short, the first release suffices
+        answers = iter([True, False])
+        monkeypatch.setattr(lda_private, "needs_topup", lambda eig, level, ratio=None: next(answers))
+    else:
+        monkeypatch.setattr(lda_private, "WHITENING_TOPUP_SNR", 1e9 if branch == "topup" else 0.0)
+    made = branch == "topup"
     seen = []
     share_of = lda_private.working_share
     monkeypatch.setattr(lda_private, "working_share", lambda f, c: seen.append((f, c)) or share_of(f, c))
@@ -1408,22 +1430,39 @@ def test_whitening_topup_branches(corpus_p, monkeypatch, ratio, made, whitening)
     pv = m.info["privacy"]
     assert 4.0 * (1 - 1e-6) <= pv["epsilon"] <= 4.0
     stages = [r["stage"] for r in pv["ledger"]]
-    assert ("m2_whitening_topup" in stages) == made
+    whitening_stages = [s for s in stages if s.startswith("m2_whitening")]
+    assert whitening_stages == ((["m2_whitening_early"] if dense else []) + (["m2_whitening"] if branch != "early"
+                                                                            else []) + (["m2_whitening_topup"] if made else []))
     record = m.info["corpus"]["whitening_topup"]
-    assert record["made"] == made and record["threshold"] == ratio and record["first_release_ratio"] > 0
+    assert record["made"] == made and record["early"] == (branch == "early")
+    assert record["threshold"] == lda_private.WHITENING_TOPUP_SNR
+    assert (record["first_release_ratio"] is None) if branch == "early" else record["first_release_ratio"] > 0
+    assert ("early_ratio" in record) == dense and "probe_ratio" not in record
     r = pf.resolve_refinement(200, 5, None, None, None, 100)
     plan = pf.budget_plan(pf.spectral_config(4.0, 1e-6, r), r)
-    expect = plan if made else lda_private.move_budget(plan, "m2_whitening_topup", "unmix_sstats")
+    expect = lda_private.split_early(plan) if dense else plan
+    if branch == "early":
+        expect = lda_private.move_budget(expect, "m2_whitening", "unmix_sstats")
+    if not made:
+        expect = lda_private.move_budget(expect, "m2_whitening_topup", "unmix_sstats")
+    assert sum(_mu2(expect).values()) == pytest.approx(sum(_mu2(plan).values()))
     cap = m.info["parameters"]["norm_cap"]
     q = next(x for x in pv["ledger"] if x["stage"] == "unmix_sstats")
     assert q["noise_scale"] == pytest.approx(expect["unmix_sstats"].multiplier * lda_private.tail_sensitivities(cap)[0])
+    if dense:   # the rung: 0.15 of the whitening's μ², the same statistic as the first release
+        rung = next(x for x in pv["ledger"] if x["stage"] == "m2_whitening_early")
+        assert rung["noise_scale"] / (rung["sensitivity"] * plan["m2_whitening"].multiplier) == pytest.approx(
+            math.sqrt(lda_private.WHITENING_FIRST_SHARE / lda_private.WHITENING_EARLY_SHARE))
+        assert "the early rung" in rung["note"]
+    if branch == "early":
+        return
     first = next(x for x in pv["ledger"] if x["stage"] == "m2_whitening")
     assert first["count"] == 1 and "the first of up to two releases" in first["note"]
     if made:    # the same statistic again: same sensitivity, the plan's two noise scales
         again = next(x for x in pv["ledger"] if x["stage"] == "m2_whitening_topup")
         assert again["count"] == 1 and again["sensitivity"] == pytest.approx(first["sensitivity"])
         assert again["noise_scale"] / first["noise_scale"] == pytest.approx(
-            plan["m2_whitening_topup"].multiplier / plan["m2_whitening"].multiplier)
+            expect["m2_whitening_topup"].multiplier / expect["m2_whitening"].multiplier)
     rebuilt = PrivacyLedger.from_dict({"releases": pv["ledger"]})
     assert rebuilt.epsilon(1e-6) == pytest.approx(pv["epsilon"])
 
@@ -1467,6 +1506,20 @@ def test_probe_and_restart_plans_keep_the_total():
     assert sum(pa.values()) + lost == pytest.approx(sum(part.values()))
     with pytest.raises(ValueError, match="unmix_sstats"):
         lda_private.restart_plan(probed, pp["unmix_sstats"])
+    # The early rung: WHITENING_EARLY_SHARE of the whole whitening's μ², split off the first release.
+    early = lda_private.split_early(plan)
+    pe = _mu2(early)
+    whole_w = part["m2_whitening"] + part["m2_whitening_topup"]
+    assert pe["m2_whitening_early"] == pytest.approx(lda_private.WHITENING_EARLY_SHARE * whole_w)
+    assert pe["m2_whitening_early"] + pe["m2_whitening"] == pytest.approx(part["m2_whitening"])
+    assert lda_private.whitening_mu2(early) == pytest.approx(whole_w) and sum(pe.values()) == pytest.approx(
+        sum(part.values()))
+    assert "m2_whitening_probe" not in early
+    for bad in (0.0, lda_private.WHITENING_FIRST_SHARE):
+        with pytest.raises(ValueError, match="share"):
+            lda_private.split_early(plan, bad)
+    with pytest.raises(ValueError, match="stage"):
+        lda_private.split_probe(plan, 0.5, "m2_whitening")
     with pytest.raises(ValueError, match="share"):
         lda_private.split_probe(plan, 1.0)
     with pytest.raises(ValueError, match="probed"):
@@ -1504,10 +1557,13 @@ def test_working_vocab_restart_branches(corpus_wide, monkeypatch, gate, snr, mad
     assert m.info["parameters"]["working_vocab"] == (1000 if made else 500)
     assert ("m2_whitening_probe" in stages) == (made is not None)
     assert ("counts_probe" in stages) == ("m1_probe" in stages) == bool(made)
-    assert stages.count("counts") == stages.count("m1") == stages.count("m2_whitening") == 1
+    assert stages.count("counts") == stages.count("m1") == 1
+    # Unprobed, the fit is the default: its whitening starts with the early rung (lda_private.split_early).
+    assert ("m2_whitening_early" in stages) == (made is None)
     if made is None:
         assert record["probe_ratio"] is None and "probe_ratio" not in m.info["corpus"]["whitening_topup"]
         return
+    assert stages.count("m2_whitening") == 1
     assert record["probe_ratio"] > 0 and record["threshold"] == snr
     r = pf.resolve_refinement(1200, 5, working_vocab="auto")
     plan = lda_private.split_probe(pf.budget_plan(pf.spectral_config(4.0, 1e-6, r), r))

@@ -34,7 +34,10 @@ which of them have ≥ 3 tokens is not):
    (:func:`split_whitening`): the second (``m2_whitening_topup``, the same
    statistic with fresh noise) is made only when the first's k-th eigenvalue
    is below :data:`WHITENING_TOPUP_SNR` times its public noise level, and
-   otherwise its budget goes to the passes (:func:`move_budget`). With
+   otherwise its budget goes to the passes (:func:`move_budget`). For LDA the
+   first begins with an early rung (``m2_whitening_early``,
+   :func:`split_early`), which is the whole whitening when it clears that
+   threshold on its own. With
    ``--working-vocab auto`` and the default's working vocabulary holding
    under :data:`RESTART_TOKEN_SHARE` of the tokens, the first of them is itself made in two parts
    (:func:`split_probe`): when the first part's ratio clears
@@ -90,6 +93,7 @@ __all__ = [
     "PrivateSpectralConfig", "StageNoise", "plan_noise", "WHITENING_FIRST_SHARE", "WHITENING_TOPUP_SNR",
     "split_whitening", "move_budget", "needs_topup", "combine_releases", "RESTART_PROBE_SHARE",
     "RESTART_FIRST_SHARE", "RESTART_GROWTH", "RESTART_TOKEN_SHARE", "split_probe", "restart_snr", "restart_plan",
+    "WHITENING_EARLY_SHARE", "split_early", "WHITENING_PARTS",
     "restart_vocab", "should_restart", "whitening_mu2",
     "log_grid", "histogram", "quantile_from_histogram", "doc_norms", "tensor_norm_bound",
     "clip_factors", "assemble_tensor", "assemble_tensor_apply", "whitening_noise_level", "em_sensitivity",
@@ -400,13 +404,19 @@ RESTART_GROWTH = 2
 RESTART_TOKEN_SHARE = 0.7
 
 
-def split_probe(plan: dict, share: float | None = None) -> dict:
+#: The stages a dense whitening's release can be made in: the restart's probe or the early rung
+#: (:func:`split_probe`), the first release, the top-up (:func:`split_whitening`).
+WHITENING_PARTS = ("m2_whitening_probe", "m2_whitening_early", "m2_whitening", "m2_whitening_topup")
+
+
+def split_probe(plan: dict, share: float | None = None, stage: str = "m2_whitening_probe") -> dict:
     """``plan`` with the whitening's first release (``m2_whitening``) split into a probe
-    (``m2_whitening_probe``, ``share`` of its μ²; ``None``: :data:`RESTART_PROBE_SHARE`) and the rest.
+    (``stage``, ``share`` of its μ²; ``None``: :data:`RESTART_PROBE_SHARE`) and the rest.
 
     Without a restart the fit releases both and averages them by precision
     (:func:`combine_releases`): exactly the distribution of the unsplit
     release, so a fit that does not restart is the fit without a probe.
+    ``stage="m2_whitening_early"``: the early rung (:func:`split_early`).
     """
     share = RESTART_PROBE_SHARE if share is None else share
     if not 0 < share < 1:
@@ -414,15 +424,48 @@ def split_probe(plan: dict, share: float | None = None) -> dict:
     w = plan["m2_whitening"]
     if w.count != 1 or "m2_whitening_topup" not in plan:
         raise ValueError("only a split dense whitening (split_whitening) can be probed")
+    if stage not in WHITENING_PARTS[:2]:
+        raise ValueError(f"stage must be one of {WHITENING_PARTS[:2]}, got {stage!r}")
     out = dict(plan)
-    out["m2_whitening_probe"] = StageNoise("m2_whitening_probe", w.multiplier / math.sqrt(share), 1)
+    out[stage] = StageNoise(stage, w.multiplier / math.sqrt(share), 1)
     out["m2_whitening"] = StageNoise("m2_whitening", w.multiplier / math.sqrt(1.0 - share), 1)
     return out
 
 
+#: The fraction of the dense whitening's μ² its early rung spends before unmixing passes
+#: (:func:`split_early`). A release whose k-th eigenvalue clears :data:`WHITENING_TOPUP_SNR` times its
+#: noise level at this share is the whole whitening; the benchmark corpus's first release (0.4) cleared
+#: it by 3.8×, i.e. 2.35× at 0.15 (README, *The whitening's early rung*).
+WHITENING_EARLY_SHARE = 0.15
+
+
+def split_early(plan: dict, share: float | None = None) -> dict:
+    """``plan`` with the whitening's first release split (:func:`split_probe`) so that its first part,
+    the early rung ``m2_whitening_early``, holds ``share`` of the whole whitening's μ² (``None``:
+    :data:`WHITENING_EARLY_SHARE`, read when called).
+
+    Why: a whitening release is good enough to start from once its k-th
+    eigenvalue is :data:`WHITENING_TOPUP_SNR` times its noise level
+    (:func:`needs_topup`), and what it spends beyond that the passes' ``Q``
+    could have had. The early rung clears the bar on its own where the
+    margin is large (the fit then makes no other whitening release and
+    gives their μ² to the passes); elsewhere the rest of the first release
+    follows and is averaged with it by precision, which is the first
+    release of :func:`split_whitening` in distribution, so such fits are
+    unchanged but for their noise draws. Privacy as the top-up's: every
+    branch is chosen from released values and spends the plan's total μ².
+    """
+    share = WHITENING_EARLY_SHARE if share is None else share
+    first = plan["m2_whitening"].mu2
+    if not 0 < share < first / whitening_mu2(plan):
+        raise ValueError(f"share must be in (0, {first / whitening_mu2(plan):.3g}) (the first release's part of "
+                         f"the whitening), got {share!r}")
+    return split_probe(plan, share * whitening_mu2(plan) / first, "m2_whitening_early")
+
+
 def whitening_mu2(plan: dict) -> float:
-    """The whitening's whole μ²: its probe, first release and top-up together (those in ``plan``)."""
-    return sum(plan[s].mu2 for s in ("m2_whitening_probe", "m2_whitening", "m2_whitening_topup") if s in plan)
+    """The whitening's whole μ²: its probe or early rung, first release and top-up together (those in ``plan``)."""
+    return sum(plan[s].mu2 for s in WHITENING_PARTS if s in plan)
 
 
 def restart_snr(plan: dict, growth: float = RESTART_GROWTH, first_share: float = RESTART_FIRST_SHARE) -> float:
@@ -730,10 +773,15 @@ def _unmix_sums(counts: sp.csr_matrix, theta: np.ndarray, g: np.ndarray, norm_ca
     return np.asarray((counts.T @ (g * w[:, None])).T), (g * (w * lengths)[:, None]).T @ theta
 
 
-def tail_statistics(counts: sp.csr_matrix, theta: np.ndarray, norm_cap: float) -> tuple[np.ndarray, np.ndarray]:
+def tail_statistics(counts: sp.csr_matrix, theta: np.ndarray, norm_cap: float,
+                    scales: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The ``tail`` release's sums ``Q = Σ_n w_n θ̂_n x_nᵀ`` (k×d) and ``G = Σ_n w_n l_n θ̂_nθ̂_nᵀ`` (k×k).
 
     ``w_n`` are the weights of :func:`unmix_weights` with ``C = norm_cap``.
+    With word ``scales`` ``S`` (k×d, :func:`word_scales`) ``Q = Σ_n w_n (θ̂_n x_nᵀ)∘S``
+    and ``w_n`` sets ``‖(θ̂_n x_nᵀ)∘S‖_F`` (not ``‖θ̂_n‖₂‖x_n‖₂``) to ``C`` (:func:`pass_norms`),
+    so the sensitivities are those of :func:`tail_sensitivities` either way; solve
+    with ``unmix_topics(..., scales=S)``.
 
     ``θ̂_n`` is document n's topic mixture estimated from its working-vocabulary
     words only. Where those are independent of word ``v`` given ``θ_n`` and
@@ -743,7 +791,12 @@ def tail_statistics(counts: sp.csr_matrix, theta: np.ndarray, norm_cap: float) -
     sharpening of words outside the working vocabulary.
     """
     theta, counts = np.asarray(theta, dtype=np.float64), sp.csr_matrix(counts)
-    return _unmix_sums(counts, theta, theta, norm_cap, count_norms(counts))
+    if scales is None:
+        return _unmix_sums(counts, theta, theta, norm_cap, count_norms(counts))
+    norm = np.linalg.norm(theta, axis=1, keepdims=True)
+    unit = theta / np.where(norm > 0, norm, 1.0)
+    Q, G = _unmix_sums(counts, theta, theta, norm_cap, pass_norms(counts, unit, scales))   # per unit ‖θ̂_n‖₂
+    return Q * scales, G
 
 
 def pass_weights(theta: np.ndarray, sharpen: float = UNMIX_SHARPEN) -> np.ndarray:
