@@ -926,18 +926,18 @@ def _restart_gate(r: Refinement, d: int, params: SpectralParams, config: lda_pri
     the tokens (``share``, post-processing of the scan).
     """
     h1 = lda_private.restart_vocab(r.working_vocab, d)
-    if not (r.adaptive and params.model == "lda" and h1 > r.working_vocab and "m2_whitening_topup" in plan
-            and "unmix_sstats" in plan and config.form == "dense"):
+    if not (r.adaptive and h1 > r.working_vocab and _splits_first_release(params, config, plan)):
         return None
     return {"words": r.working_vocab, "restart_words": h1, "token_share": share,
             "token_share_threshold": lda_private.RESTART_TOKEN_SHARE,
             "probed": share < lda_private.RESTART_TOKEN_SHARE, "threshold": None, "probe_ratio": None, "made": False}
 
 
-def _early_rung(params: SpectralParams, config: lda_private.PrivateSpectralConfig, plan: dict) -> bool:
-    """Whether the dense whitening's first release starts with the early rung
-    (:func:`~distdp.privacy.lda_private.split_early`): an LDA fit whose whitening is split into a
-    first release and a top-up before unmixing passes (measured on LDA only)."""
+def _splits_first_release(params: SpectralParams, config: lda_private.PrivateSpectralConfig, plan: dict) -> bool:
+    """Whether the whitening's first release can be made in two parts, a probe for the restart
+    (:func:`_restart_gate`) or the early rung (:func:`~distdp.privacy.lda_private.split_early`): an LDA
+    fit (measured on LDA only) whose dense whitening is split into a first release and a top-up before
+    unmixing passes."""
     return (params.model == "lda" and "m2_whitening_topup" in plan and "unmix_sstats" in plan
             and config.form == "dense")
 
@@ -961,7 +961,7 @@ def fit_lda_private_scalable(backend: Backend, vocab_size: int, params: Spectral
                              progress: Callable | None = None) -> PrivateLDA:
     """Private LDA: scan, spectral fit on the working vocabulary, tail release, unmixing passes, private EM.
 
-    The whitening's early rung (:func:`_early_rung`): before unmixing passes
+    The whitening's early rung (:func:`_splits_first_release`): before unmixing passes
     the whitening's first release begins with
     :data:`~distdp.privacy.lda_private.WHITENING_EARLY_SHARE` of its μ²
     (:func:`~distdp.privacy.lda_private.split_early`); where that release's
@@ -1024,7 +1024,7 @@ def fit_lda_private_scalable(backend: Backend, vocab_size: int, params: Spectral
     if record is not None and record["probed"]:
         plan = noise.plan = lda_private.split_probe(plan)
         restart = record["threshold"] = lda_private.restart_snr(plan)
-    elif _early_rung(params, config, plan):
+    elif _splits_first_release(params, config, plan):
         plan = noise.plan = lda_private.split_early(plan)
     first = len(ledger.releases)
     try:

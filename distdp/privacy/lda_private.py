@@ -793,10 +793,8 @@ def tail_statistics(counts: sp.csr_matrix, theta: np.ndarray, norm_cap: float,
     theta, counts = np.asarray(theta, dtype=np.float64), sp.csr_matrix(counts)
     if scales is None:
         return _unmix_sums(counts, theta, theta, norm_cap, count_norms(counts))
-    norm = np.linalg.norm(theta, axis=1, keepdims=True)
-    unit = theta / np.where(norm > 0, norm, 1.0)
-    Q, G = _unmix_sums(counts, theta, theta, norm_cap, pass_norms(counts, unit, scales))   # per unit ‖θ̂_n‖₂
-    return Q * scales, G
+    # A pass's sums with g_n = θ̂_n/‖θ̂_n‖₂ (sharpen 1): its weights are these times ‖θ̂_n‖₂, the same terms.
+    return unmix_pass_statistics(counts, theta, norm_cap, scales, sharpen=1.0)
 
 
 def pass_weights(theta: np.ndarray, sharpen: float = UNMIX_SHARPEN) -> np.ndarray:
