@@ -272,7 +272,7 @@ _RATIO_KEY = {"m2_whitening_probe": "probe_ratio", "m2_whitening_early": "early_
 def _first_part(plan: dict) -> str | None:
     """The stage the first whitening release begins with, when it is made in two parts: the restart's probe
     or the early rung (:func:`~distdp.privacy.lda_private.split_probe`); ``None`` otherwise."""
-    return next((s for s in lda_private.WHITENING_PARTS[:2] if s in plan), None)
+    return next((s for s in lda_private.WHITENING_FIRST_PARTS if s in plan), None)
 
 
 class _Restart(Exception):

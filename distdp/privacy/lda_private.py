@@ -93,7 +93,7 @@ __all__ = [
     "PrivateSpectralConfig", "StageNoise", "plan_noise", "WHITENING_FIRST_SHARE", "WHITENING_TOPUP_SNR",
     "split_whitening", "move_budget", "needs_topup", "combine_releases", "RESTART_PROBE_SHARE",
     "RESTART_FIRST_SHARE", "RESTART_GROWTH", "RESTART_TOKEN_SHARE", "split_probe", "restart_snr", "restart_plan",
-    "WHITENING_EARLY_SHARE", "split_early", "WHITENING_PARTS",
+    "WHITENING_EARLY_SHARE", "split_early", "WHITENING_FIRST_PARTS", "WHITENING_PARTS",
     "restart_vocab", "should_restart", "whitening_mu2",
     "log_grid", "histogram", "quantile_from_histogram", "doc_norms", "tensor_norm_bound",
     "clip_factors", "assemble_tensor", "assemble_tensor_apply", "whitening_noise_level", "em_sensitivity",
@@ -404,9 +404,11 @@ RESTART_GROWTH = 2
 RESTART_TOKEN_SHARE = 0.7
 
 
-#: The stages a dense whitening's release can be made in: the restart's probe or the early rung
-#: (:func:`split_probe`), the first release, the top-up (:func:`split_whitening`).
-WHITENING_PARTS = ("m2_whitening_probe", "m2_whitening_early", "m2_whitening", "m2_whitening_topup")
+#: The stages a dense whitening's first release can begin with: the restart's probe or the early rung
+#: (:func:`split_probe`).
+WHITENING_FIRST_PARTS = ("m2_whitening_probe", "m2_whitening_early")
+#: The stages a dense whitening's release can be made in: those, the first release, the top-up (:func:`split_whitening`).
+WHITENING_PARTS = WHITENING_FIRST_PARTS + ("m2_whitening", "m2_whitening_topup")
 
 
 def split_probe(plan: dict, share: float | None = None, stage: str = "m2_whitening_probe") -> dict:
@@ -424,8 +426,8 @@ def split_probe(plan: dict, share: float | None = None, stage: str = "m2_whiteni
     w = plan["m2_whitening"]
     if w.count != 1 or "m2_whitening_topup" not in plan:
         raise ValueError("only a split dense whitening (split_whitening) can be probed")
-    if stage not in WHITENING_PARTS[:2]:
-        raise ValueError(f"stage must be one of {WHITENING_PARTS[:2]}, got {stage!r}")
+    if stage not in WHITENING_FIRST_PARTS:
+        raise ValueError(f"stage must be one of {WHITENING_FIRST_PARTS}, got {stage!r}")
     out = dict(plan)
     out[stage] = StageNoise(stage, w.multiplier / math.sqrt(share), 1)
     out["m2_whitening"] = StageNoise("m2_whitening", w.multiplier / math.sqrt(1.0 - share), 1)
