@@ -41,6 +41,14 @@ def test_ray_equals_in_process(ray_session, corpus_dir, tensor):
     assert traffic["m2_product"] == 3 * 2 * D * (K + 10) * 8
 
 
+def test_corpus_by_uri_on_ray(ray_session, corpus_dir):
+    """Each actor opens its row groups by URI (pyarrow.fs; ``file://`` here, ``s3://`` on a cluster):
+    the same fit as from the local path."""
+    ray_fit = distdp.fit_lda(corpus_dir.as_uri(), K, alpha0=0.8, workers=3, seed=5, progress=False)
+    np.testing.assert_allclose(ray_fit.topic_word, reference(corpus_dir, 3).topic_word, rtol=1e-10, atol=1e-14)
+    assert ray_fit.vocab == [f"w{i}" for i in range(D)]
+
+
 @pytest.mark.parametrize("whitening", ["auto", "matrix-free"])
 def test_private_fit_with_tail_release_on_ray_equals_in_process(ray_session, corpus_dir, whitening):
     """The scalable private fit with every release (scan, spectral, tail, unmixing pass, EM) on Ray actors,

@@ -41,6 +41,42 @@ def test_round_trip_and_row_groups(tmp_path):
     assert max(sizes) - min(sizes) <= 25  # balanced to one row group
 
 
+def test_corpus_by_uri_reads_as_the_local_path(tmp_path):
+    """A corpus, its vocabulary and its prepare.json given as URIs (pyarrow.fs; ``file://`` here, as
+    ``s3://`` on a cluster) read exactly as the same files by local path; hidden directories are
+    skipped relative to the corpus, not along the whole path."""
+    from distdp.private_fit import vocabulary_entry
+
+    root = tmp_path / ".hidden parent" / "c"          # a hidden directory above the corpus is fine
+    rng = np.random.default_rng(0)
+    X = sp.random(120, 30, density=0.2, random_state=2, format="csr")
+    X.data = rng.integers(1, 5, X.nnz).astype(float)
+    cio.write_corpus(root, X, n_shards=2, vocab=[f"w{i}" for i in range(30)], row_group_size=25)
+    (root / ".trash").mkdir()
+    write_rows(root / ".trash" / "old.parquet", [[0]], [[1]])   # inside the corpus: skipped
+    (root / "prepare.json").write_text('{"vocab_from_private_data": true}')
+    uri = root.as_uri() + "/"                          # percent-encodes the space
+    local_files = cio.discover(root)
+    files = cio.discover(uri)
+    assert len(files) == len(local_files) == 2 and all(f.startswith("file:///") for f in files)
+    assert [cio.discover(f)[0] for f in files] == files          # a file URI is its own corpus
+    units = cio.plan_units(files)
+    assert [(u.row_group, u.num_rows) for u in units] == [(u.row_group, u.num_rows)
+                                                         for u in cio.plan_units(local_files)]
+    assert (cio.read_units(units, 30) != X).nnz == 0
+    assert list(cio.read_doc_ids(units[:1])) == [f"part-00000.parquet:{i}" for i in range(25)]
+    assert cio.resolve_vocab(uri) == cio.resolve_vocab(root) == (30, [f"w{i}" for i in range(30)])
+    assert cio.load_vocab(uri + "vocab.txt")[3] == "w3"
+    assert vocabulary_entry(uri) == vocabulary_entry(root) and vocabulary_entry(uri)[0]["vocab_from_private_data"]
+    assert vocabulary_entry(files[0]) == vocabulary_entry(uri)     # prepare.json beside a file
+    with pytest.raises(FileNotFoundError, match="no such corpus"):
+        cio.discover(uri + "missing")
+    with pytest.raises(FileNotFoundError, match="vocabulary file not found"):
+        cio.load_vocab(uri + "missing.txt")
+    with pytest.raises(ValueError, match="not a URI pyarrow can open.*percent-encoded"):
+        cio.discover("file:///a b/c")
+
+
 @pytest.mark.parametrize("ids,counts,needle", [
     ([[0, 1], [2, 99]], [[1, 1], [1, 1]], "row 1: column 'word_ids': id 99 is outside the vocabulary [0, 10)"),
     ([[0, 1], [2, 3]], [[1, 1], [1, -2]], "row 1: column 'counts': negative count -2"),

@@ -5,17 +5,27 @@ A corpus is one parquet file or a directory of them, one row per document:
 unique within a row, optional ``doc_id``. Reading is vectorised over whole row
 groups with pyarrow (no Python loop over documents); every error names the
 file, row and column.
+
+A corpus or vocabulary given as a URI (``s3://bucket/corpus/``,
+``gs://…``, ``hdfs://host:port/…``, ``file:///…``) is read through
+``pyarrow.fs`` (credentials as pyarrow finds them, e.g. AWS's environment
+variables or instance profile); each shard opens its own row groups, so
+the URI must be readable from every node.
 """
 from __future__ import annotations
 
+import posixpath
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
+from urllib.parse import quote
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import scipy.sparse as sp
 
@@ -36,31 +46,96 @@ class Unit:
     num_rows: int
 
 
-def discover(path: str | Path) -> list[Path]:
-    """Parquet files of a corpus: ``path`` itself, or the ``*.parquet`` files in it, sorted."""
+def is_uri(path: str | Path) -> bool:
+    """Whether ``path`` is a URI (``scheme://…``) to be read through ``pyarrow.fs``, not a local path."""
+    return isinstance(path, str) and "://" in path
+
+
+def _filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
+    """The ``pyarrow.fs`` file system of ``uri`` and the path inside it."""
+    try:
+        return pafs.FileSystem.from_uri(uri)
+    except (pa.ArrowException, ValueError) as exc:
+        raise ValueError(f"{uri}: not a URI pyarrow can open ({exc}); spaces and the like must be "
+                         "percent-encoded (%20)") from exc
+
+
+def _info(uri: str) -> pafs.FileInfo:
+    fs, inner = _filesystem(uri)
+    try:
+        return fs.get_file_info(inner)
+    except OSError as exc:
+        raise FileNotFoundError(f"{uri}: cannot be read ({exc})") from exc
+
+
+def _child(uri: str, root: str, inner: str) -> str:
+    """The URI of ``inner`` (a path inside ``uri``'s file system, under its path ``root``): ``uri``
+    with the relative part appended, its query (``?region=…``) kept."""
+    base, q, query = uri.partition("?")
+    rel = inner[len(root.rstrip("/")):]
+    return base.rstrip("/") + quote(rel, safe="/") + q + query
+
+
+def _hidden(rel_parts: Sequence[str]) -> bool:
+    return any(part.startswith(".") for part in rel_parts)
+
+
+def discover(path: str | Path) -> list[Path] | list[str]:
+    """Parquet files of a corpus: ``path`` itself, or the ``*.parquet`` files under it (not in hidden
+    directories), sorted; URIs (:func:`is_uri`) as URIs."""
+    if is_uri(path):
+        return _discover_uri(path)
     p = Path(path)
     if p.is_file():
         return [p]
     if p.is_dir():
-        files = sorted(f for f in p.rglob("*.parquet") if not any(part.startswith(".") for part in f.parts))
+        files = sorted(f for f in p.rglob("*.parquet") if not _hidden(f.relative_to(p).parts))
         if files:
             return files
         raise FileNotFoundError(f"{p}: directory holds no .parquet files")
     raise FileNotFoundError(f"{p}: no such corpus file or directory")
 
 
-def plan_units(files: Sequence[Path]) -> list[Unit]:
+def _discover_uri(uri: str) -> list[str]:
+    info = _info(uri)
+    if info.type == pafs.FileType.File:
+        return [uri]
+    if info.type == pafs.FileType.Directory:
+        fs, root = _filesystem(uri)
+        found = fs.get_file_info(pafs.FileSelector(root, recursive=True))
+        files = sorted(_child(uri, root, f.path) for f in found if f.type == pafs.FileType.File
+                       and f.path.endswith(".parquet")
+                       and not _hidden(f.path[len(root.rstrip("/")):].split("/")))
+        if files:
+            return files
+        raise FileNotFoundError(f"{uri}: directory holds no .parquet files")
+    raise FileNotFoundError(f"{uri}: no such corpus file or directory")
+
+
+@contextmanager
+def _parquet(path: str | Path) -> Iterator[pq.ParquetFile]:
+    """A parquet file, local or by URI, open for the ``with`` block."""
+    if not is_uri(path):
+        yield pq.ParquetFile(path)
+        return
+    fs, inner = _filesystem(path)
+    with fs.open_input_file(inner) as f:
+        yield pq.ParquetFile(f)
+
+
+def plan_units(files: Sequence[Path] | Sequence[str]) -> list[Unit]:
     """Every row group of every file, checking the schema of each file first."""
     units = []
     for f in files:
         try:
-            pf = pq.ParquetFile(f)
+            with _parquet(f) as pf:
+                schema, meta = pf.schema_arrow, pf.metadata
         except Exception as exc:  # pyarrow raises several types for a non-parquet file
             raise ValueError(f"{f}: not a readable parquet file ({exc})") from exc
-        check_schema(pf.schema_arrow, f)
+        check_schema(schema, f)
         first = 0
-        for g in range(pf.metadata.num_row_groups):
-            n = pf.metadata.row_group(g).num_rows
+        for g in range(meta.num_row_groups):
+            n = meta.row_group(g).num_rows
             if n:
                 units.append(Unit(str(f), g, first, n))
             first += n
@@ -153,7 +228,8 @@ def read_units(units: Sequence[Unit], vocab_size: int) -> sp.csr_matrix:
     """Read and validate row groups into one CSR matrix (rows in unit order)."""
     parts = []
     for u in units:
-        t = pq.ParquetFile(u.path).read_row_group(u.row_group, columns=[WORD_IDS, COUNTS])
+        with _parquet(u.path) as pf:
+            t = pf.read_row_group(u.row_group, columns=[WORD_IDS, COUNTS])
         parts.append(table_to_csr(t, vocab_size, where=u.path, first_row=u.first_row))
     if not parts:
         return sp.csr_matrix((0, vocab_size))
@@ -164,12 +240,14 @@ def read_doc_ids(units: Sequence[Unit]) -> np.ndarray:
     """``doc_id`` of every row of the units, or ``<file>:<row>`` labels when absent."""
     out = []
     for u in units:
-        pf = pq.ParquetFile(u.path)
-        if DOC_ID in pf.schema_arrow.names:
-            col = pf.read_row_group(u.row_group, columns=[DOC_ID]).column(DOC_ID)
+        with _parquet(u.path) as pf:
+            col = (pf.read_row_group(u.row_group, columns=[DOC_ID]).column(DOC_ID)
+                   if DOC_ID in pf.schema_arrow.names else None)
+        if col is not None:
             out.append(np.asarray(col.to_pylist(), dtype=object).astype(str))
         else:
-            out.append(np.char.add(f"{Path(u.path).name}:", np.arange(u.first_row, u.first_row + u.num_rows).astype(str)))
+            name = posixpath.basename(u.path.partition("?")[0]) if is_uri(u.path) else Path(u.path).name
+            out.append(np.char.add(f"{name}:", np.arange(u.first_row, u.first_row + u.num_rows).astype(str)))
     return np.concatenate(out) if out else np.array([], dtype=str)
 
 
@@ -181,12 +259,27 @@ def read_corpus(path: str | Path, vocab_size: int) -> sp.csr_matrix:
 # --------------------------------------------------------------------------
 # Vocabulary
 # --------------------------------------------------------------------------
+def _is_file(path: str | Path) -> bool:
+    if not is_uri(path):
+        return Path(path).is_file()
+    try:
+        return _info(path).type == pafs.FileType.File
+    except FileNotFoundError:        # e.g. a path under a file
+        return False
+
+
 def load_vocab(path: str | Path) -> list[str]:
-    """A vocabulary file: one word per line, id = line number (UTF-8; a byte-order mark is ignored)."""
-    p = Path(path)
-    if not p.is_file():
+    """A vocabulary file, local or by URI: one word per line, id = line number (UTF-8; a byte-order
+    mark is ignored)."""
+    p = path if is_uri(path) else Path(path)
+    if not _is_file(p):
         raise FileNotFoundError(f"{p}: vocabulary file not found")
-    data = p.read_bytes()
+    if is_uri(p):
+        fs, inner = _filesystem(p)
+        with fs.open_input_stream(inner) as f:
+            data = f.read()
+    else:
+        data = p.read_bytes()
     try:
         words = data.decode("utf-8-sig").splitlines()
     except UnicodeDecodeError as exc:
@@ -204,16 +297,48 @@ def corpus_vocab(corpus: str | Path) -> tuple[int, list[str] | None, str] | None
     Looked for in order: ``vocab.txt`` inside or beside the corpus, the parquet
     metadata key ``distdp.vocab_size`` of its first file.
     """
-    p = Path(corpus)
-    for cand in (p / VOCAB_FILE, p.parent / VOCAB_FILE):
-        if cand.is_file():
+    for cand in _vocab_candidates(corpus):
+        if _is_file(cand):
             words = load_vocab(cand)
             return len(words), words, str(cand)
     files = discover(corpus)
-    meta = pq.ParquetFile(files[0]).schema_arrow.metadata or {}
+    with _parquet(files[0]) as pf:
+        meta = pf.schema_arrow.metadata or {}
     if META_VOCAB_SIZE in meta:
         return int(meta[META_VOCAB_SIZE]), None, f"{files[0]} (metadata {META_VOCAB_SIZE.decode()})"
     return None
+
+
+def _vocab_candidates(corpus: str | Path) -> list:
+    """``vocab.txt`` inside and beside ``corpus`` (beside only where the URI has a parent path)."""
+    if not is_uri(corpus):
+        p = Path(corpus)
+        return [p / VOCAB_FILE, p.parent / VOCAB_FILE]
+    base, q, query = corpus.partition("?")
+    base = base.rstrip("/")
+    scheme, _, rest = base.partition("://")
+    out = [f"{base}/{VOCAB_FILE}{q}{query}"]
+    if "/" in rest.strip("/"):
+        out.append(f"{base.rsplit('/', 1)[0]}/{VOCAB_FILE}{q}{query}")
+    return out
+
+
+def corpus_sidecar(corpus: str | Path, name: str) -> str | None:
+    """The text of file ``name`` in a corpus directory (or beside a corpus file), local or by URI; None
+    when absent."""
+    if is_uri(corpus):
+        base, q, query = corpus.partition("?")
+        base = base.rstrip("/")
+        if _info(corpus).type != pafs.FileType.Directory:
+            base = base.rsplit("/", 1)[0]
+        cand = f"{base}/{name}{q}{query}"
+        if not _is_file(cand):
+            return None
+        fs, inner = _filesystem(cand)
+        with fs.open_input_stream(inner) as f:
+            return f.read().decode("utf-8")
+    root = Path(corpus) if Path(corpus).is_dir() else Path(corpus).parent
+    return (root / name).read_text(encoding="utf-8") if (root / name).is_file() else None
 
 
 def resolve_vocab(corpus: str | Path, vocab: str | Path | None = None,
