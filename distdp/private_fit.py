@@ -13,12 +13,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
 from distdp import pipeline, private_pipeline
+from distdp.io import corpus as cio
 from distdp.lda import LDAModel
 from distdp.privacy import lda_private, mechanisms
 from distdp.privacy.ledger import PrivacyLedger, Release
@@ -93,9 +93,8 @@ def vocabulary_entry(corpus) -> tuple[dict, Release | None, float]:
     """
     if sp.issparse(corpus) or isinstance(corpus, np.ndarray):
         return {"source": "given by the caller (treated as public)"}, None, 0.0
-    root = Path(corpus) if Path(corpus).is_dir() else Path(corpus).parent
-    meta_path = root / "prepare.json"
-    meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+    text = cio.corpus_sidecar(corpus, "prepare.json")
+    meta = json.loads(text) if text is not None else {}
     info = meta.get("vocabulary_privacy")
     if info and "release" in info:
         report = {"source": "selected from this corpus with a DP mechanism",
@@ -193,6 +192,7 @@ def fit_lda_private(corpus, k: int, *, alpha0: float, model: str, vocab, vocab_s
     whitening = "auto" if whitening is None else whitening
     lda_private.whitening_form(whitening, 1)  # reject a bad value before any pass
     params = pipeline.SpectralParams(k=k, alpha0=alpha0, model=model, **solver)
+    check_solver_args(params, mech)
     rng = np.random.default_rng(seed) if reproducible else mechanisms.private_generator()
     ledger = PrivacyLedger(private=not reproducible)
     vocab_report, vocab_release, vocab_delta = vocabulary_entry(corpus)
@@ -231,6 +231,26 @@ def fit_lda_private(corpus, k: int, *, alpha0: float, model: str, vocab, vocab_s
     if out is not None:
         fitted.save(out, overwrite=overwrite)
     return fitted
+
+
+#: Non-private solver options (SpectralParams field: its fit-lda flag) that private fits do not read:
+#: the mechanism fixes the tensor's form and its power method, ``--whitening`` the eigensolver.
+UNUSED_SOLVER_OPTIONS = {"tensor": "--tensor", "method": "--method", "eigensolver": "--eigensolver",
+                         "eig_iters": "eig_iters", "eig_tol": "eig_tol"}
+
+
+def check_solver_args(params: pipeline.SpectralParams, mech: str) -> None:
+    """Refuse solver options a private fit would silently ignore (:data:`UNUSED_SOLVER_OPTIONS`; and
+    the restarts and iterations with ``mechanism='power'``, whose noisy power method has its own)."""
+    base = pipeline.SpectralParams(k=params.k)
+    given = [flag for f, flag in UNUSED_SOLVER_OPTIONS.items() if getattr(params, f) != getattr(base, f)]
+    if mech == "power":
+        given += [flag for f, flag in (("n_restarts", "--restarts"), ("n_iters", "--iters"))
+                  if getattr(params, f) is not None]
+    if given:
+        raise ValueError(f"{', '.join(given)}: not used by a private fit with mechanism {mech!r} (the mechanism "
+                         "fixes the tensor's form and its power method, --whitening the eigensolver); leave "
+                         + ("it" if len(given) == 1 else "them") + " out")
 
 
 def spectral_config(epsilon: float, delta: float, r: private_pipeline.Refinement, mechanism: str = "whitened",

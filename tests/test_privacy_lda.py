@@ -1245,6 +1245,10 @@ def test_ledger_total_equals_budget_and_report(corpus_p, fixed_entropy):
     ({"epsilon": 1.0, "delta": 1e-6, "working_vocab": 3}, "working_vocab"),
     ({"epsilon": 1.0, "delta": 1e-6, "working_vocab": 201}, "working_vocab"),
     ({"epsilon": 1.0, "delta": 1e-6, "mechanism": "agn", "working_vocab": 100}, "working_vocab"),
+    ({"epsilon": 1.0, "delta": 1e-6, "method": "simultaneous"}, "--method: not used by a private fit"),
+    ({"epsilon": 1.0, "delta": 1e-6, "tensor": "implicit", "eigensolver": "dense"}, "--tensor, --eigensolver: not"),
+    ({"epsilon": 1.0, "delta": 1e-6, "eig_iters": 3}, "eig_iters: not used"),
+    ({"epsilon": 1.0, "delta": 1e-6, "mechanism": "power", "n_restarts": 5}, "--restarts: not used"),
 ])
 def test_bad_private_parameters(corpus_p, kwargs, needle):
     with pytest.raises(ValueError, match=needle):
