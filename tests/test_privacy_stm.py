@@ -143,6 +143,24 @@ def test_whitened_tensor_sensitivity(case, seed):
     assert np.all(np.abs(value) <= s * (1 + 1e-12))
 
 
+def test_whitened_tensor_sensitivity_is_attained():
+    """The bound is 2r³/N exactly, and tight: with W's rows w and −w (r = ‖w‖), replacing a document of
+    word 0 alone by one of word 1 alone moves T(I,u,u) at u = w/r by w·r² − (−w·r²), of norm 2r³/N.
+    (A bound N² too large once passed the one-sided test above.)"""
+    d, n = 4, 7
+    w = np.array([0.6, -1.3])
+    W = np.vstack([w, -w, 0.1 * w, np.zeros(2)])
+    r = np.linalg.norm(w)
+    filler = [[2, 3, 2], [3, 2, 2, 3]] * 3
+    *_, a, b = moment_change(filler + [[0] * 5], [1] * 5, d)
+    assert len(filler) + 1 == n
+    u = w / r
+    change = np.einsum("ijk,j,k->i", md.whiten_tensor(a.m3, W) - md.whiten_tensor(b.m3, W), u, u)
+    s = md.whitened_sensitivity_bound(W, n)
+    assert s == pytest.approx(2 * r ** 3 / n, rel=1e-14)
+    assert np.linalg.norm(change) == pytest.approx(s, rel=1e-12)
+
+
 # --------------------------------------------------------------------------- noise distributions
 
 @pytest.fixture(scope="module")

@@ -305,7 +305,7 @@ def whitened_sensitivity_bound(W: np.ndarray, n_docs: int) -> float:
     Likewise ``|ΔT(u,u,u)| ≤ 2r³/N``.
     """
     r = float(np.max(np.linalg.norm(W, axis=1)))
-    return 2.0 * r ** 3 / (moment_sensitivity(n_docs) / math.sqrt(2.0))
+    return 2.0 * r ** 3 * moment_sensitivity(n_docs) / math.sqrt(2.0)      # 2r³ · (1/N)
 
 
 def _decompose(T: np.ndarray, k: int, rng: np.random.Generator, n_restarts, n_iters) -> power.PowerResult:
