@@ -15,6 +15,7 @@ from distdp.lda import matched_l1
 from distdp.moments import MomentCoefficients, TensorWeights, WhitenedTensor
 from distdp.privacy import accounting as acct
 from distdp.privacy import lda_dense as ld
+from distdp.privacy.ledger import BudgetNotMetError
 from distdp.privacy import mechanisms
 from distdp.privacy.ledger import PrivacyLedger
 from distdp.synthetic import sample_corpus
@@ -537,8 +538,9 @@ def test_declared_bounds_the_corpus_violates_fail_the_test(big):
     _, part = big
     M2, M3 = ld.lda_moments(part, A0, part.n_used)
     bad = met_bounds(M2, M3, K, (2.0, 0.5, 1.5, 1.5))
-    with pytest.raises(ValueError, match="private test of the declared bounds failed"):
+    with pytest.raises(BudgetNotMetError, match="private test of the declared bounds failed") as err:
         ld.fit_dense(part, K, A0, "config2", epsilon=1.0, delta=DELTA, declared_bounds=bad)
+    assert str(err.value).endswith(BudgetNotMetError.SPENT)   # the test's Laplace release was made
 
 
 def test_declared_bounds_validation(big_bounds):

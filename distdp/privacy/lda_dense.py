@@ -970,7 +970,7 @@ def _config2_declared(ctx: _Ctx, plan, stages, ledger, bounds: DeclaredBounds, t
                           f"δ0 = {delta0:.3g} reserved"))
     ledger.reserve_delta(delta0)
     if not noisy_margin > threshold:
-        raise ValueError(f"config2: the private test of the declared bounds failed (noisy margin "
+        raise BudgetNotMetError(f"config2: the private test of the declared bounds failed (noisy margin "
                          f"{noisy_margin:.3g} ≤ {threshold:.3g} documents): this corpus does not meet "
                          f"{bounds} with a margin of ~{threshold:.0f} documents; declare looser bounds "
                          "(a smaller sigma_k, gap; a larger sigma_1, m3_norm) or use config1")
