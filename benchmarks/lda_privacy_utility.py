@@ -29,14 +29,19 @@ configuration 2 with a guarantee, its bounds declared from the generating
 model (``DeclaredBounds.from_model``, margin 2: what a user with a public model
 of the corpus could declare) and checked by the private test.
 
+Each N has ``--runs`` (2) corpus draws, run r's fits with noise seeds 1000·r + 10ε, and the
+rows are their medians; the scalable part has one draw at N = 10⁶ (its fits there are far from the
+non-private fit's; the default part's, the target's, have both). ``--only-runs 1`` adds or
+recomputes one draw's rows and keeps the others'.
+
 The fits run in-process on two shards (:class:`distdp.pipeline.LocalBackend`:
 the same shard code and coordinator as Ray). Noise is seeded (reproducible
 experiment: every fit reports "not private"). A fit whose noisy M2 has
 σ_k ≤ 0 fails; it is scored as L1 = 2 (the maximum) and counted.
 
 Run: ``.venv/bin/python benchmarks/lda_privacy_utility.py [--part scalable|default|dense|all] [--runs 2]
-[--n 1000000] [--eps 2 4 8] [--default whitened+unmix] [--scalable whitened+mf]`` (``--n``/``--eps``/
-``--default``/``--scalable`` recompute only those rows and keep the rest).
+[--n 1000000] [--eps 2 4 8] [--only-runs 1] [--default whitened+unmix] [--scalable whitened+mf]``
+(``--n``/``--eps``/``--only-runs``/``--default``/``--scalable`` recompute only those rows and keep the rest).
 Writes ``benchmarks/results/lda_privacy_utility.{json,png}``.
 """
 from __future__ import annotations
@@ -131,17 +136,25 @@ def dense_fit(be, d, k, mech, eps, acc, seed):
     return res.topic_word, res.ledger.epsilon(DELTA)
 
 
-def run_part(spec, mechs, fitters, runs, rows, accountings=("tight", "basic"), baseline="non-private", save=None,
-             epsilons=EPS):
+def run_ids(n, runs, large_runs, only=None):
+    """The runs (corpus draws) of corpus size ``n``: ``runs`` of them, ``large_runs`` at N ≥ 10⁶, those in ``only``."""
+    return [run for run in range(runs if n < 1_000_000 else min(runs, large_runs)) if only is None or run in only]
+
+
+def run_part(spec, mechs, fitters, runs, rows, accountings=("tight", "basic"), baselines=("non-private",), save=None,
+             epsilons=EPS, large_runs=1, only_runs=None):
     """Run every (N, run, mechanism, accounting, ε) of ``spec``, appending to ``rows``.
 
-    The non-private baseline of an (N, run) already in ``rows`` is kept, not refitted.
+    ``runs`` corpus draws per N (``large_runs`` at N = 10⁶, see :func:`run_ids`). The non-private
+    baselines of an (N, run) already in ``rows`` are kept, not refitted.
     """
     d, k = spec["d"], spec["k"]
     for n in spec["N"]:
-        for run in range(runs if n < 1_000_000 else 1):
+        for run in run_ids(n, runs, large_runs, only_runs):
             c, be = corpus(n, d, k, run)
-            if not any(r["d"] == d and r["N"] == n and r["run"] == run and r["mechanism"] == baseline for r in rows):
+            for baseline in baselines:
+                if any(r["d"] == d and r["N"] == n and r["run"] == run and r["mechanism"] == baseline for r in rows):
+                    continue
                 t0 = time.perf_counter()
                 base = (fit_spectral(be, d, SpectralParams(k=k, alpha0=1.0), np.random.default_rng(run)).topic_word
                         if baseline == "non-private" else nonprivate_em(be, d, k, run))
@@ -205,6 +218,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--part", choices=["scalable", "default", "dense", "all"], default="all")
     ap.add_argument("--runs", type=int, default=2)
+    ap.add_argument("--only-runs", type=int, nargs="+", help="only these runs (corpus draws; their other "
+                    "runs' rows are kept)")
     ap.add_argument("--n", type=int, nargs="+", help="only these corpus sizes of the d = 5,000 parts "
                     "(their other rows and baselines are kept)")
     ap.add_argument("--eps", type=float, nargs="+", default=EPS, help="only these ε of the d = 5,000 parts "
@@ -224,7 +239,8 @@ def main() -> None:
                                    indent=1) + "\n")
 
     def rerun(r, mechs, baseline):  # a row this invocation recomputes (its baseline too on a full ε sweep)
-        return r["d"] == SCALABLE["d"] and r["N"] in scalable["N"] and (
+        return r["d"] == SCALABLE["d"] and r["N"] in scalable["N"] and (args.only_runs is None
+                                                                      or r["run"] in args.only_runs) and (
             (r["mechanism"] in mechs and r["epsilon"] in args.eps)
             or (r["mechanism"] == baseline and set(EPS) <= set(args.eps)))
 
@@ -232,14 +248,17 @@ def main() -> None:
         rows = [r for r in rows if not rerun(r, tuple(args.scalable), "non-private")]
         power_form = [m for m in args.scalable if m != "whitened+mf"]
         if power_form:
-            run_part(scalable, power_form, {m: scalable_fit for m in power_form}, args.runs, rows, epsilons=args.eps)
+            run_part(scalable, power_form, {m: scalable_fit for m in power_form}, args.runs, rows, epsilons=args.eps,
+                     only_runs=args.only_runs)
         if "whitened+mf" in args.scalable:
             run_part(scalable, ["whitened+mf"], {"whitened+mf": scalable_fit}, args.runs, rows, ("tight",),
-                     epsilons=args.eps)
+                     epsilons=args.eps, only_runs=args.only_runs)
     if args.part in ("default", "all"):
         rows = [r for r in rows if not rerun(r, tuple(args.default), "non-private+em")]
+        # Every N with all runs: the target's row (ε = 1, N = 10⁶) is a median like the others; the
+        # non-private spectral fit (the target's reference) is fitted where the scalable part has none.
         run_part(scalable, args.default, {m: default_fit for m in args.default}, args.runs, rows, ("tight",),
-                 "non-private+em", save, args.eps)
+                 ("non-private+em", "non-private"), save, args.eps, large_runs=args.runs, only_runs=args.only_runs)
     if args.part in ("dense", "all"):
         rows = [r for r in rows if r["d"] != DENSE["d"]]
         fitters = {**{m: dense_fit for m in DENSE_MECHS}, "whitened": scalable_fit}
