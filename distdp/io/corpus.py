@@ -71,9 +71,7 @@ def _info(uri: str) -> pafs.FileInfo:
 def _child(uri: str, root: str, inner: str) -> str:
     """The URI of ``inner`` (a path inside ``uri``'s file system, under its path ``root``): ``uri``
     with the relative part appended, its query (``?region=…``) kept."""
-    base, q, query = uri.partition("?")
-    rel = inner[len(root.rstrip("/")):]
-    return base.rstrip("/") + quote(rel, safe="/") + q + query
+    return _sibling(uri, quote(inner[len(root.rstrip("/")):].lstrip("/"), safe="/"))
 
 
 def _hidden(rel_parts: Sequence[str]) -> bool:
@@ -259,6 +257,21 @@ def read_corpus(path: str | Path, vocab_size: int) -> sp.csr_matrix:
 # --------------------------------------------------------------------------
 # Vocabulary
 # --------------------------------------------------------------------------
+def _read_bytes(path: str | Path) -> bytes:
+    if not is_uri(path):
+        return Path(path).read_bytes()
+    fs, inner = _filesystem(path)
+    with fs.open_input_stream(inner) as f:
+        return f.read()
+
+
+def _sibling(uri: str, name: str, up: bool = False) -> str:
+    """The URI of ``name`` inside ``uri``'s path (``up``: beside it), its query (``?region=…``) kept."""
+    base, q, query = uri.partition("?")
+    base = base.rstrip("/")
+    return f"{base.rsplit('/', 1)[0] if up else base}/{name}{q}{query}"
+
+
 def _is_file(path: str | Path) -> bool:
     if not is_uri(path):
         return Path(path).is_file()
@@ -274,12 +287,7 @@ def load_vocab(path: str | Path) -> list[str]:
     p = path if is_uri(path) else Path(path)
     if not _is_file(p):
         raise FileNotFoundError(f"{p}: vocabulary file not found")
-    if is_uri(p):
-        fs, inner = _filesystem(p)
-        with fs.open_input_stream(inner) as f:
-            data = f.read()
-    else:
-        data = p.read_bytes()
+    data = _read_bytes(p)
     try:
         words = data.decode("utf-8-sig").splitlines()
     except UnicodeDecodeError as exc:
@@ -314,31 +322,18 @@ def _vocab_candidates(corpus: str | Path) -> list:
     if not is_uri(corpus):
         p = Path(corpus)
         return [p / VOCAB_FILE, p.parent / VOCAB_FILE]
-    base, q, query = corpus.partition("?")
-    base = base.rstrip("/")
-    scheme, _, rest = base.partition("://")
-    out = [f"{base}/{VOCAB_FILE}{q}{query}"]
-    if "/" in rest.strip("/"):
-        out.append(f"{base.rsplit('/', 1)[0]}/{VOCAB_FILE}{q}{query}")
-    return out
+    has_parent = "/" in corpus.partition("?")[0].partition("://")[2].strip("/")
+    return [_sibling(corpus, VOCAB_FILE)] + ([_sibling(corpus, VOCAB_FILE, up=True)] if has_parent else [])
 
 
 def corpus_sidecar(corpus: str | Path, name: str) -> str | None:
     """The text of file ``name`` in a corpus directory (or beside a corpus file), local or by URI; None
     when absent."""
     if is_uri(corpus):
-        base, q, query = corpus.partition("?")
-        base = base.rstrip("/")
-        if _info(corpus).type != pafs.FileType.Directory:
-            base = base.rsplit("/", 1)[0]
-        cand = f"{base}/{name}{q}{query}"
-        if not _is_file(cand):
-            return None
-        fs, inner = _filesystem(cand)
-        with fs.open_input_stream(inner) as f:
-            return f.read().decode("utf-8")
-    root = Path(corpus) if Path(corpus).is_dir() else Path(corpus).parent
-    return (root / name).read_text(encoding="utf-8") if (root / name).is_file() else None
+        cand = _sibling(corpus, name, up=_info(corpus).type != pafs.FileType.Directory)
+    else:
+        cand = (Path(corpus) if Path(corpus).is_dir() else Path(corpus).parent) / name
+    return _read_bytes(cand).decode("utf-8") if _is_file(cand) else None
 
 
 def resolve_vocab(corpus: str | Path, vocab: str | Path | None = None,
