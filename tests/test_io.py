@@ -77,6 +77,19 @@ def test_corpus_by_uri_reads_as_the_local_path(tmp_path):
         cio.discover("file:///a b/c")
 
 
+def test_unreachable_uri_is_named(monkeypatch):
+    """An object store that cannot be reached (here simulated: pyarrow raises OSError while resolving
+    the bucket, as it does without network) fails with the URI in the message."""
+    from types import SimpleNamespace
+
+    def unreachable(uri):
+        raise OSError("AWS Error NETWORK_CONNECTION during HeadBucket operation")
+
+    monkeypatch.setattr(cio, "pafs", SimpleNamespace(FileSystem=SimpleNamespace(from_uri=unreachable)))
+    with pytest.raises(FileNotFoundError, match="s3://bucket/corpus: cannot be reached .*NETWORK_CONNECTION"):
+        cio.discover("s3://bucket/corpus")
+
+
 @pytest.mark.parametrize("ids,counts,needle", [
     ([[0, 1], [2, 99]], [[1, 1], [1, 1]], "row 1: column 'word_ids': id 99 is outside the vocabulary [0, 10)"),
     ([[0, 1], [2, 3]], [[1, 1], [1, -2]], "row 1: column 'counts': negative count -2"),

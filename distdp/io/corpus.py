@@ -58,6 +58,8 @@ def _filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
     except (pa.ArrowException, ValueError) as exc:
         raise ValueError(f"{uri}: not a URI pyarrow can open ({exc}); spaces and the like must be "
                          "percent-encoded (%20)") from exc
+    except OSError as exc:       # e.g. an S3 bucket's region cannot be resolved (no network, no such bucket)
+        raise FileNotFoundError(f"{uri}: cannot be reached ({exc})") from exc
 
 
 def _info(uri: str) -> pafs.FileInfo:
