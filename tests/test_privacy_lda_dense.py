@@ -15,9 +15,8 @@ from distdp.lda import matched_l1
 from distdp.moments import MomentCoefficients, TensorWeights, WhitenedTensor
 from distdp.privacy import accounting as acct
 from distdp.privacy import lda_dense as ld
-from distdp.privacy.ledger import BudgetNotMetError
 from distdp.privacy import mechanisms
-from distdp.privacy.ledger import PrivacyLedger
+from distdp.privacy.ledger import BudgetNotMetError, PrivacyLedger
 from distdp.synthetic import sample_corpus
 
 SQRT2 = math.sqrt(2.0)

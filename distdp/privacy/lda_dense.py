@@ -971,9 +971,9 @@ def _config2_declared(ctx: _Ctx, plan, stages, ledger, bounds: DeclaredBounds, t
     ledger.reserve_delta(delta0)
     if not noisy_margin > threshold:
         raise BudgetNotMetError(f"config2: the private test of the declared bounds failed (noisy margin "
-                         f"{noisy_margin:.3g} ≤ {threshold:.3g} documents): this corpus does not meet "
-                         f"{bounds} with a margin of ~{threshold:.0f} documents; declare looser bounds "
-                         "(a smaller sigma_k, gap; a larger sigma_1, m3_norm) or use config1")
+                                f"{noisy_margin:.3g} ≤ {threshold:.3g} documents): this corpus does not meet "
+                                f"{bounds} with a margin of ~{threshold:.0f} documents; declare looser bounds "
+                                "(a smaller sigma_k, gap; a larger sigma_1, m3_norm) or use config1")
     d_t, d_z = declared_sensitivities(bounds, ctx.delta2, ctx.delta3, ctx.k)
     wh = top_k_from_symmetric(vals, vecs, ctx.k)
     W = wh.W * ctx.gen.choice([-1.0, 1.0], size=ctx.k)[None, :]
