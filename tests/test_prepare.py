@@ -141,6 +141,23 @@ def test_fit_vocabulary_must_match_the_corpus(tmp_path):
         cio.load_vocab(tmp_path / "latin1.txt")
 
 
+def test_prepare_by_uri_equals_the_local_path(tmp_path):
+    """A text directory by URI (pyarrow.fs; ``file://`` here, ``s3://`` in use): a gzipped CSV and a
+    parquet file read as by local path, and the same corpus comes out; ids name the files."""
+    src = tmp_path / "raw text"
+    src.mkdir()
+    with gzip.open(src / "a.csv.gz", "wt", encoding="utf-8") as f:
+        f.write('id,body\n1,"rockets launch from the space station"\n2,"the station crew launches rockets"\n')
+    pq.write_table(pa.table({"body": ["space rockets and station crews", "crew rockets station"]}), src / "b.parquet")
+    write(src / "notes.txt", "not read")
+    local = prepare(src, "body", tmp_path / "local", min_df=1)
+    by_uri = prepare(src.as_uri(), "body", tmp_path / "uri", min_df=1)
+    assert by_uri.vocab == local.vocab and (by_uri.counts != local.counts).nnz == 0
+    assert list(by_uri.doc_ids) == list(local.doc_ids) == ["a.csv.gz:0", "a.csv.gz:1", "b.parquet:0", "b.parquet:1"]
+    with pytest.raises(FileNotFoundError, match="input not found"):
+        prepare(src.as_uri() + "/missing.csv", "body", tmp_path / "none")
+
+
 def test_shards(tmp_path):
     with pytest.raises(ValueError, match="--shards must be an integer ≥ 1"):
         cio.write_corpus(tmp_path / "c0", np.eye(3), n_shards=0)

@@ -23,7 +23,8 @@ def register(sub) -> None:
     m.set_defaults(func=run_make_corpus)
 
     p = sub.add_parser("prepare", help="turn a text column (parquet or CSV) into a corpus", formatter_class=fmt)
-    p.add_argument("input", help="parquet or CSV file with a text column")
+    p.add_argument("input", help="parquet, CSV or TSV file with a text column (optionally compressed), or a "
+                   "directory of them; a local path or a URI (s3://, gs://, hdfs://, file://)")
     p.add_argument("--text-column", required=True)
     p.add_argument("--id-column", help="column of document ids (default: row number)")
     p.add_argument("--out", required=True, help="output corpus directory")

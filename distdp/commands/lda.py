@@ -20,7 +20,8 @@ def register(sub) -> None:
     """Add the ``fit-lda`` sub-command."""
     p = sub.add_parser("fit-lda", help="fit a spectral LDA (or single-topic) model to a parquet corpus",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("corpus", help="parquet file or directory of parquet shards")
+    p.add_argument("corpus", help="parquet file or directory of parquet shards; a local path or a URI "
+                   "(s3://, gs://, hdfs://, file://) every worker can read")
     p.add_argument("--k", type=int, required=True, help="number of topics")
     p.add_argument("--alpha0", type=float, default=1.0, help="Dirichlet concentration Σα (LDA)")
     p.add_argument("--model", choices=["lda", "stm"], default="lda", help="stm: single-topic model")
@@ -90,7 +91,7 @@ def register(sub) -> None:
     def model_command(name, help_text, func):
         q = sub.add_parser(name, help=help_text, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
         q.add_argument("model_dir", help="a model directory written by fit-lda")
-        q.add_argument("corpus", help="parquet corpus with the model's vocabulary")
+        q.add_argument("corpus", help="parquet corpus with the model's vocabulary (local path or URI)")
         q.add_argument("--address", help="Ray cluster address (default: local Ray instance)")
         q.add_argument("--workers", type=int, help="shard actors (default: one per CPU)")
         q.add_argument("--local", action="store_true", help="run in this process without Ray")

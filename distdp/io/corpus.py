@@ -51,7 +51,7 @@ def is_uri(path: str | Path) -> bool:
     return isinstance(path, str) and "://" in path
 
 
-def _filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
+def filesystem_of(uri: str) -> tuple[pafs.FileSystem, str]:
     """The ``pyarrow.fs`` file system of ``uri`` and the path inside it."""
     try:
         return pafs.FileSystem.from_uri(uri)
@@ -62,15 +62,16 @@ def _filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
         raise FileNotFoundError(f"{uri}: cannot be reached ({exc})") from exc
 
 
-def _info(uri: str) -> pafs.FileInfo:
-    fs, inner = _filesystem(uri)
+def uri_info(uri: str) -> pafs.FileInfo:
+    """What is at ``uri`` (file, directory or nothing); unreadable as FileNotFoundError naming it."""
+    fs, inner = filesystem_of(uri)
     try:
         return fs.get_file_info(inner)
     except OSError as exc:
         raise FileNotFoundError(f"{uri}: cannot be read ({exc})") from exc
 
 
-def _child(uri: str, root: str, inner: str) -> str:
+def child_uri(uri: str, root: str, inner: str) -> str:
     """The URI of ``inner`` (a path inside ``uri``'s file system, under its path ``root``): ``uri``
     with the relative part appended, its query (``?region=…``) kept."""
     return _sibling(uri, quote(inner[len(root.rstrip("/")):].lstrip("/"), safe="/"))
@@ -97,13 +98,13 @@ def discover(path: str | Path) -> list[Path] | list[str]:
 
 
 def _discover_uri(uri: str) -> list[str]:
-    info = _info(uri)
+    info = uri_info(uri)
     if info.type == pafs.FileType.File:
         return [uri]
     if info.type == pafs.FileType.Directory:
-        fs, root = _filesystem(uri)
+        fs, root = filesystem_of(uri)
         found = fs.get_file_info(pafs.FileSelector(root, recursive=True))
-        files = sorted(_child(uri, root, f.path) for f in found if f.type == pafs.FileType.File
+        files = sorted(child_uri(uri, root, f.path) for f in found if f.type == pafs.FileType.File
                        and f.path.endswith(".parquet")
                        and not _hidden(f.path[len(root.rstrip("/")):].split("/")))
         if files:
@@ -118,7 +119,7 @@ def _parquet(path: str | Path) -> Iterator[pq.ParquetFile]:
     if not is_uri(path):
         yield pq.ParquetFile(path)
         return
-    fs, inner = _filesystem(path)
+    fs, inner = filesystem_of(path)
     with fs.open_input_file(inner) as f:
         yield pq.ParquetFile(f)
 
@@ -262,7 +263,7 @@ def read_corpus(path: str | Path, vocab_size: int) -> sp.csr_matrix:
 def _read_bytes(path: str | Path) -> bytes:
     if not is_uri(path):
         return Path(path).read_bytes()
-    fs, inner = _filesystem(path)
+    fs, inner = filesystem_of(path)
     with fs.open_input_stream(inner) as f:
         return f.read()
 
@@ -278,7 +279,7 @@ def _is_file(path: str | Path) -> bool:
     if not is_uri(path):
         return Path(path).is_file()
     try:
-        return _info(path).type == pafs.FileType.File
+        return uri_info(path).type == pafs.FileType.File
     except FileNotFoundError:        # e.g. a path under a file
         return False
 
@@ -332,7 +333,7 @@ def corpus_sidecar(corpus: str | Path, name: str) -> str | None:
     """The text of file ``name`` in a corpus directory (or beside a corpus file), local or by URI; None
     when absent."""
     if is_uri(corpus):
-        cand = _sibling(corpus, name, up=_info(corpus).type != pafs.FileType.Directory)
+        cand = _sibling(corpus, name, up=uri_info(corpus).type != pafs.FileType.Directory)
     else:
         cand = (Path(corpus) if Path(corpus).is_dir() else Path(corpus).parent) / name
     return _read_bytes(cand).decode("utf-8") if _is_file(cand) else None

@@ -71,7 +71,7 @@ from __future__ import annotations
 import json
 import warnings
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import numpy as np
 import pyarrow as pa
@@ -80,6 +80,9 @@ import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 import scipy.sparse as sp
 
+import pyarrow.fs as pafs
+
+from distdp.io import corpus as cio
 from distdp.io.corpus import load_vocab, write_corpus
 from distdp.privacy import mechanisms
 from distdp.privacy.ledger import BudgetNotMetError
@@ -416,9 +419,14 @@ _CSV_SUFFIXES = {".csv": ",", ".tsv": "\t"}
 _COMPRESSED = (".gz", ".bz2", ".zst", ".lz4")
 
 
-def _text_format(p: Path) -> str | None:
+def _name(p: Path | str) -> PurePosixPath | Path:
+    """A local path, or a URI's path part (for its name and suffixes)."""
+    return PurePosixPath(p.partition("?")[0]) if cio.is_uri(p) else Path(p)
+
+
+def _text_format(p: Path | str) -> str | None:
     """``"parquet"``, the CSV delimiter, or None for a file ``prepare`` does not read."""
-    suffixes = [x.lower() for x in p.suffixes]
+    suffixes = [x.lower() for x in _name(p).suffixes]
     if suffixes and suffixes[-1] in _COMPRESSED:
         suffixes = suffixes[:-1]
     last = suffixes[-1] if suffixes else ""
@@ -427,8 +435,9 @@ def _text_format(p: Path) -> str | None:
     return _CSV_SUFFIXES.get(last)
 
 
-def text_input_files(path: str | Path) -> list[Path]:
-    """The files of a ``prepare`` input: the file itself, or a directory's parquet/CSV/TSV files, sorted.
+def text_input_files(path: str | Path) -> list[Path] | list[str]:
+    """The files of a ``prepare`` input: the file itself, or a directory's parquet/CSV/TSV files, sorted;
+    a URI (``s3://…``, :func:`distdp.io.corpus.is_uri`) is listed and read through ``pyarrow.fs``.
 
     Raises
     ------
@@ -437,8 +446,10 @@ def text_input_files(path: str | Path) -> list[Path]:
     ValueError
         A file of another kind (named, with the kinds read).
     """
-    p = Path(path)
     kinds = "parquet (.parquet, .pq), CSV (.csv) or TSV (.tsv), optionally .gz/.bz2/.zst/.lz4"
+    if cio.is_uri(path):
+        return _text_input_uris(path, kinds)
+    p = Path(path)
     if p.is_dir():
         files = sorted(f for f in p.iterdir() if f.is_file() and not f.name.startswith(".")
                        and _text_format(f) is not None)
@@ -452,15 +463,46 @@ def text_input_files(path: str | Path) -> list[Path]:
     return [p]
 
 
-def _read_table(p: Path, columns: list[str]) -> pa.Table:
-    """The named columns of one parquet or CSV file, CSV columns read as text; errors name the file."""
+def _text_input_uris(uri: str, kinds: str) -> list[str]:
+    """:func:`text_input_files` of a URI (``pyarrow.fs``): the file, or a directory's text files."""
+    info = cio.uri_info(uri)
+    if info.type == pafs.FileType.Directory:
+        fs, root = cio.filesystem_of(uri)
+        found = fs.get_file_info(pafs.FileSelector(root))
+        files = sorted(cio.child_uri(uri, root, f.path) for f in found if f.type == pafs.FileType.File
+                       and not f.base_name.startswith(".") and _text_format(f.path) is not None)
+        if not files:
+            raise FileNotFoundError(f"{uri}: directory without text files ({kinds})")
+        return files
+    if info.type != pafs.FileType.File:
+        raise FileNotFoundError(f"{uri}: input not found")
+    if _text_format(uri) is None:
+        raise ValueError(f"{uri}: unsupported input; expected {kinds}")
+    return [uri]
+
+
+def _source(p: Path | str):
+    """What pyarrow reads: a local path (compression from its name), or a URI's stream (decompressed by
+    its name's suffix)."""
+    if not cio.is_uri(p):
+        return p
+    fs, inner = cio.filesystem_of(p)
+    return fs.open_input_stream(inner, compression="detect")
+
+
+def _read_table(p: Path | str, columns: list[str]) -> pa.Table:
+    """The named columns of one parquet or CSV file (local or by URI), CSV columns read as text; errors
+    name the file."""
     fmt = _text_format(p)
     try:
-        if fmt == "parquet":
+        if fmt == "parquet" and cio.is_uri(p):
+            fs, inner = cio.filesystem_of(p)
+            table = pq.read_table(inner, filesystem=fs)
+        elif fmt == "parquet":
             table = pq.read_table(p)
         else:
-            header = pcsv.open_csv(p, parse_options=pcsv.ParseOptions(delimiter=fmt)).schema.names
-            table = pcsv.read_csv(p, parse_options=pcsv.ParseOptions(delimiter=fmt, newlines_in_values=True),
+            header = pcsv.open_csv(_source(p), parse_options=pcsv.ParseOptions(delimiter=fmt)).schema.names
+            table = pcsv.read_csv(_source(p), parse_options=pcsv.ParseOptions(delimiter=fmt, newlines_in_values=True),
                                   convert_options=pcsv.ConvertOptions(
                                       column_types={c: pa.string() for c in columns if c in header}))
     except pa.ArrowInvalid as exc:
@@ -506,7 +548,7 @@ def read_text_column(path: str | Path, column: str, id_column: str | None = None
             ids.append(np.asarray(col.cast(pa.string()).to_pylist(), dtype=object).astype(str))
         else:
             rows = np.arange(table.num_rows).astype(str)
-            ids.append(rows if len(files) == 1 else np.char.add(f"{p.name}:", rows))
+            ids.append(rows if len(files) == 1 else np.char.add(f"{_name(p).name}:", rows))
     text = pa.concat_arrays(texts)
     if len(text) == 0:
         raise ValueError(f"{path}: no documents (no rows)")
