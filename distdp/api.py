@@ -116,11 +116,15 @@ def open_corpus(corpus, *, vocab=None, vocab_size: int | None = None, workers: i
         from distdp.distributed import RayBackend, ensure_ray
 
         ensure_ray(address)
-        cpus = ray.cluster_resources().get("CPU", 1.0)
+        cpus = ray.cluster_resources().get("CPU", 0.0)
         if workers is None:
+            if cpus <= 0:
+                raise ValueError("the Ray cluster has no CPUs yet (worker nodes still starting under a head with "
+                                 "CPU 0, as in cluster.yaml?): wait until `ray status` shows them, or pass "
+                                 "--workers N (the shard actors then wait for the autoscaler's nodes)")
             workers = max(1, int(cpus // (cpus_per_worker or 1.0)))
         if cpus_per_worker is None:
-            cpus_per_worker = min(1.0, cpus / workers)
+            cpus_per_worker = min(1.0, cpus / workers) if cpus > 0 else 1.0
         if in_memory:
             be = rb = RayBackend(None, d, cpus_per_worker, matrices=_split_rows(counts, workers))
         else:

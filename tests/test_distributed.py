@@ -49,6 +49,16 @@ def test_corpus_by_uri_on_ray(ray_session, corpus_dir):
     assert ray_fit.vocab == [f"w{i}" for i in range(D)]
 
 
+def test_cluster_without_cpus_needs_workers(ray_session, corpus_dir, monkeypatch):
+    """A cluster whose only node is a CPU-0 head (cluster.yaml) before its workers join: the default
+    shard count would be read off zero CPUs, so the fit stops and says what to do."""
+    import ray
+
+    monkeypatch.setattr(ray, "cluster_resources", lambda: {"memory": 1e9})
+    with pytest.raises(ValueError, match="no CPUs yet.*--workers N"):
+        distdp.fit_lda(corpus_dir, K, progress=False)
+
+
 @pytest.mark.parametrize("whitening", ["auto", "matrix-free"])
 def test_private_fit_with_tail_release_on_ray_equals_in_process(ray_session, corpus_dir, whitening):
     """The scalable private fit with every release (scan, spectral, tail, unmixing pass, EM) on Ray actors,
