@@ -438,6 +438,25 @@ def test_max_df_with_a_public_vocabulary_is_an_error(tmp_path, capsys):
     assert meta["max_df"] is None and meta["min_df"] is None
 
 
+def test_min_df_where_it_would_be_ignored_is_an_error(tmp_path, capsys):
+    """--min-df filters a vocabulary built from the text; with a public --vocab or a DP selection it
+    would be silently ignored, so it is refused (before any file is read); left out, the default 2."""
+    pq.write_table(pa.table({"body": NEWS}), tmp_path / "news.parquet")
+    (tmp_path / "v.txt").write_text("reuters\nrocket\norbit\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"--min-df 1 .*public --vocab is kept as given"):
+        prepare(tmp_path / "missing.parquet", "body", tmp_path / "c", vocab=tmp_path / "v.txt", min_df=1)
+    with pytest.raises(ValueError, match=r"--min-df 3 .*DP selection"):
+        prepare(tmp_path / "news.parquet", "body", tmp_path / "c", min_df=3, dp_vocab_epsilon=1.0,
+                dp_vocab_delta=1e-6)
+    with pytest.raises(ValueError, match="--min-df must be an integer ≥ 1"):
+        prepare(tmp_path / "news.parquet", "body", tmp_path / "c", min_df=0)
+    code = cli.main(["prepare", str(tmp_path / "news.parquet"), "--text-column", "body", "--out",
+                     str(tmp_path / "c"), "--vocab", str(tmp_path / "v.txt"), "--min-df", "2"])
+    assert code == 2 and "drop --min-df" in capsys.readouterr().err and not (tmp_path / "c").exists()
+    assert prepare(tmp_path / "news.parquet", "body", tmp_path / "c", vocab=tmp_path / "v.txt").vocab == [
+        "reuters", "rocket", "orbit"]
+
+
 @pytest.fixture()
 def wire_file(tmp_path):
     """400 documents: "reuters" in every one, three of eight other words in each (about 150 documents each)."""

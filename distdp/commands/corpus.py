@@ -31,8 +31,8 @@ def register(sub) -> None:
     v = p.add_mutually_exclusive_group()
     v.add_argument("--vocab", help="public vocabulary file (one word per line); other words are dropped")
     v.add_argument("--max-vocab", type=int, default=5000, help="build the vocabulary: top words by document frequency")
-    p.add_argument("--min-df", type=int, default=2, help="minimum document frequency of a built vocabulary's words "
-                   "(not used by a DP selection; ignored with --vocab)")
+    p.add_argument("--min-df", type=int, help="minimum document frequency of a built vocabulary's words "
+                   "(default 2; an error with --vocab or a DP selection, which do not use it)")
     p.add_argument("--max-df", type=float, default=1.0, help="leave out words in more than this fraction of the "
                    "documents (a fraction in (0, 1], not a count; 1 keeps all), before taking the --max-vocab "
                    "most frequent; a DP selection applies it to its noisy document frequencies (no privacy cost); "

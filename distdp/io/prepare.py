@@ -34,8 +34,8 @@ upper limit; not a count of documents), drops the words too common to tell
 documents apart that the stop list misses ("said" in news; for Chinese and
 Japanese, the most frequent bigrams) before the ``max_vocab`` cut, as
 scikit-learn's ``CountVectorizer(max_df=...)`` does (:func:`distdp.privacy.vocabulary.max_df_limit`).
-Neither applies to a given vocabulary: ``min_df`` is ignored there, and
-``max_df < 1`` with a vocabulary file is an error.
+Neither applies to a given vocabulary: ``min_df`` given with a vocabulary
+file is an error, as is ``max_df < 1``.
 
 A vocabulary built from a private corpus is itself a release of information
 about that corpus: such a corpus is marked in ``prepare.json`` and any privacy
@@ -43,7 +43,7 @@ guarantee of a later fit excludes the vocabulary. The third way is a
 vocabulary *selected with differential privacy* (``dp_vocab_epsilon``,
 :func:`distdp.privacy.vocabulary.dp_select_vocabulary`: capped document
 frequencies, Gaussian noise, a threshold, then the ``max_vocab`` largest;
-``min_df`` does not apply, the threshold replaces it). ``max_df`` applies to
+``min_df`` does not apply, the threshold replaces it, and giving it is an error). ``max_df`` applies to
 the noisy document frequencies the selection releases (a released word whose
 noisy frequency exceeds ``max_df × N`` is dropped before the ``max_vocab``
 cut): post-processing, as N is public, so it costs no privacy. ``prepare.json`` then
@@ -696,6 +696,31 @@ def check_max_df_option(max_df, vocab=None) -> float:
     return max_df
 
 
+#: ``min_df`` of a vocabulary built from the text when none is given.
+DEFAULT_MIN_DF = 2
+
+
+def check_min_df_option(min_df, vocab=None, dp_vocab: DPVocabOptions | None = None) -> int:
+    """``min_df`` (None: :data:`DEFAULT_MIN_DF`), refused where it would be ignored.
+
+    Raises
+    ------
+    ValueError
+        ``min_df`` given with a public ``vocab`` (kept as given) or with a DP
+        selection (its noisy threshold replaces it); or not an integer ≥ 1.
+    """
+    if min_df is None:
+        return DEFAULT_MIN_DF
+    if vocab is not None or dp_vocab is not None:
+        raise ValueError(f"--min-df {min_df} filters a vocabulary built from the text; "
+                         + ("a public --vocab is kept as given" if vocab is not None else
+                            "a DP selection (--dp-vocab-epsilon) thresholds its noisy frequencies instead")
+                         + ": drop --min-df")
+    if isinstance(min_df, bool) or int(min_df) != min_df or min_df < 1:
+        raise ValueError(f"--min-df must be an integer ≥ 1, got {min_df!r}")
+    return int(min_df)
+
+
 def vocabulary_metadata(prepared: PreparedCorpus, vocab: str | Path | None, dp_vocab: DPVocabOptions | None) -> dict:
     """The ``prepare.json`` entries describing where the vocabulary came from (module docstring)."""
     sel = prepared.vocab_selection
@@ -710,7 +735,7 @@ def vocabulary_metadata(prepared: PreparedCorpus, vocab: str | Path | None, dp_v
 
 
 def prepare(input_path: str | Path, text_column: str, out: str | Path, vocab: str | Path | None = None,
-            max_vocab: int = 5000, min_df: int = 2, id_column: str | None = None, shards: int = 1,
+            max_vocab: int = 5000, min_df: int | None = None, id_column: str | None = None, shards: int = 1,
             overwrite: bool = False, *, dp_vocab_epsilon: float | None = None, dp_vocab_delta: float | None = None,
             max_words_per_doc: int | None = None, seed: int | None = None,
             reproducible: bool = False, max_df: float = 1.0) -> PreparedCorpus:
@@ -723,10 +748,13 @@ def prepare(input_path: str | Path, text_column: str, out: str | Path, vocab: st
     ``max_df`` (a fraction in (0, 1]) leaves out of a vocabulary built or
     selected from the text the words in more than ``max_df × N`` documents
     (module docstring); it is an error with a public ``vocab`` unless 1.
-    Options are checked by :func:`dp_vocab_options` and
-    :func:`check_max_df_option` before any file is read.
+    ``min_df`` (default :data:`DEFAULT_MIN_DF`) applies to a vocabulary built
+    from the text only. Options are checked by :func:`dp_vocab_options`,
+    :func:`check_min_df_option` and :func:`check_max_df_option` before any
+    file is read.
     """
     options = dp_vocab_options(dp_vocab_epsilon, dp_vocab_delta, max_words_per_doc, seed, reproducible, vocab)
+    min_df = check_min_df_option(min_df, vocab, options)
     max_df = check_max_df_option(max_df, vocab)
     text, ids = read_text_column(input_path, text_column, id_column)
     prepared = prepare_counts(text, ids, load_vocab(vocab) if vocab else None, max_vocab, min_df, dp_vocab=options,
