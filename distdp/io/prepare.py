@@ -1,6 +1,8 @@
 """``prepare``: text (parquet or CSV) to the corpus format, vectorised with pyarrow.
 
-Tokenisation (:func:`tokenize`): Unicode NFC, lower-case, typographic
+Tokenisation (:func:`tokenize`): Unicode NFKC (compatibility forms folded:
+full-width Latin ``ＧＰＵ`` → ``gpu``, half-width katakana ``ｺｰﾋｰ`` → ``コーヒー``,
+ligatures ``ﬁ`` → ``fi``), lower-case, typographic
 apostrophes (’ ‘ ʼ) read as ``'``; split on anything that is not a letter of
 any script (or a combining mark) or an apostrophe; English stop words
 (``distdp/data/stopwords.txt``) dropped while their apostrophes are still there
@@ -124,8 +126,8 @@ _UNSEGMENTED_SHARE = 0.01
 
 
 def normalise_text(text: pa.Array) -> pa.Array:
-    """NFC, lower-case, typographic apostrophes as ``'``; nulls become empty strings."""
-    text = pc.utf8_normalize(pc.fill_null(text, ""), "NFC")
+    """NFKC, lower-case, typographic apostrophes as ``'``; nulls become empty strings."""
+    text = pc.utf8_normalize(pc.fill_null(text, ""), "NFKC")
     return pc.replace_substring_regex(pc.utf8_lower(text), _APOSTROPHES, "'")
 
 
@@ -764,7 +766,7 @@ def prepare(input_path: str | Path, text_column: str, out: str | Path, vocab: st
             "min_df": min_df if prepared.vocab_from_data and options is None else None,
             "max_df": max_df if prepared.vocab_from_data else None,
             **vocabulary_metadata(prepared, vocab, options),
-            "tokenizer": "NFC, lower-case, split on non-letters (any script; apostrophes kept, then dropped), "
+            "tokenizer": "NFKC, lower-case, split on non-letters (any script; apostrophes kept, then dropped), "
                          "length ≥ 3, English stop words removed; Han/Hiragana/Katakana runs cut out as character "
                          "bigrams (single characters alone)"}
     write_corpus(out, prepared.counts, shards, prepared.vocab, prepared.doc_ids,
