@@ -77,6 +77,45 @@ def test_corpus_by_uri_reads_as_the_local_path(tmp_path):
         cio.discover("file:///a b/c")
 
 
+def test_corpus_on_s3_fits_as_the_local_path(tmp_path, monkeypatch):
+    """An s3:// corpus on a local S3 server (moto): discovered, its vocabulary found, read and fitted
+    exactly as the same files by local path. The endpoint goes in the URI's query, which every file's
+    URI keeps; credentials come from the environment, as on a cluster."""
+    import pyarrow.fs as pafs
+    from moto.server import ThreadedMotoServer
+
+    import distdp
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        s3 = pafs.S3FileSystem(endpoint_override=f"{host}:{port}", scheme="http", region="us-east-1",
+                               allow_bucket_creation=True)
+        s3.create_dir("bucket")
+        rng = np.random.default_rng(0)
+        X = sp.random(300, 40, density=0.2, random_state=3, format="csr")
+        X.data = rng.integers(1, 5, X.nnz).astype(float)
+        cio.write_corpus(tmp_path / "c", X, n_shards=2, vocab=[f"w{i}" for i in range(40)], row_group_size=50)
+        pafs.copy_files(str(tmp_path / "c"), "bucket/corpus", source_filesystem=pafs.LocalFileSystem(),
+                        destination_filesystem=s3)
+        uri = f"s3://bucket/corpus/?endpoint_override={host}:{port}&scheme=http&region=us-east-1"
+        files = cio.discover(uri)
+        assert [f.split("?")[0] for f in files] == ["s3://bucket/corpus/part-00000.parquet",
+                                                    "s3://bucket/corpus/part-00001.parquet"]
+        assert cio.resolve_vocab(uri) == (40, [f"w{i}" for i in range(40)])
+        assert (cio.read_units(cio.plan_units(files), 40) != X).nnz == 0
+        fit = distdp.fit_lda(uri, 3, backend="local", workers=2, seed=1, progress=False)
+        local = distdp.fit_lda(tmp_path / "c", 3, backend="local", workers=2, seed=1, progress=False)
+        np.testing.assert_array_equal(fit.topic_word, local.topic_word)
+        with pytest.raises(FileNotFoundError, match="no such corpus"):
+            cio.discover(uri.replace("/corpus/", "/nothing/"))
+    finally:
+        server.stop()
+
+
 def test_unreachable_uri_is_named(monkeypatch):
     """An object store that cannot be reached (here simulated: pyarrow raises OSError while resolving
     the bucket, as it does without network) fails with the URI in the message."""
