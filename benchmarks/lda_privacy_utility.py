@@ -188,35 +188,50 @@ def summarise(rows):
 
 
 def plot(rows, path):
+    """One panel per (d, N): median L1 per (mechanism, accounting) against ε, log-log (the N = 10⁶
+    rows differ by percent, near the non-private lines); a failed fit is drawn at 2, the maximum."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     groups = sorted({(r["d"], r["N"]) for r in rows})
-    fig, axes = plt.subplots(1, len(groups), figsize=(4.2 * len(groups), 3.6), squeeze=False)
+    curves = sorted({(r["mechanism"], r["accounting"]) for r in rows if r["accounting"] != "-"})
+    colours = dict(zip(sorted({m for m, _ in curves}), plt.get_cmap("tab20").colors))
+    fig, axes = plt.subplots(1, len(groups), figsize=(4.2 * len(groups), 4.4), squeeze=False)
     for ax, (d, n) in zip(axes[0], groups):
         sub = [r for r in rows if r["d"] == d and r["N"] == n]
         for name, ls in (("non-private", "--"), ("non-private+em", "-.")):
             if any(r["mechanism"] == name for r in sub):
                 ax.axhline(np.median([r["l1"] for r in sub if r["mechanism"] == name]), color="k", ls=ls, label=name)
-        for mech, acc in sorted({(r["mechanism"], r["accounting"]) for r in sub if r["accounting"] != "-"}):
-            ys = [np.median([r["l1"] for r in sub if r["mechanism"] == mech and r["accounting"] == acc
-                             and r["epsilon"] == e]) for e in EPS]
-            ax.plot(EPS, ys, marker="o", ls="-" if acc == "tight" else ":", label=f"{mech} ({acc})")
+        for mech, acc in curves:
+            ys = [[r["l1"] for r in sub if r["mechanism"] == mech and r["accounting"] == acc and r["epsilon"] == e]
+                  for e in EPS]
+            if not any(ys):
+                continue
+            ax.plot(EPS, [np.median(y) if y else np.nan for y in ys], marker="o", ms=3, color=colours[mech],
+                    ls="-" if acc == "tight" else ":", label=f"{mech} ({acc})")
         ax.set_xscale("log")
-        ax.set_ylim(0, 2.05)
-        ax.set_title(f"d={d}, N={n:,}")
+        ax.set_yscale("log")
+        ax.set_ylim(5e-3, 2.5)
+        ax.set_xticks(EPS, [f"{e:g}" for e in EPS])
+        ax.minorticks_off()
+        ax.set_title(f"d={d:,}, N={n:,}")
         ax.set_xlabel("ε (δ = 1e-6)")
-    axes[0][0].set_ylabel("matched topic L1")
-    axes[0][-1].legend(fontsize=6)
-    fig.tight_layout()
+    axes[0][0].set_ylabel("matched topic L1 (median of runs; fail = 2)")
+    handles, labels = {}, {}
+    for ax in axes[0]:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(lab, h)
+    fig.legend(list(handles.values()), list(handles.keys()), loc="lower center", ncol=6, fontsize=7)
+    fig.tight_layout(rect=(0, 0.16, 1, 1))
     fig.savefig(path, dpi=120)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--part", choices=["scalable", "default", "dense", "all"], default="all")
+    ap.add_argument("--replot", action="store_true", help="redraw the PNG from the saved JSON, fit nothing")
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--only-runs", type=int, nargs="+", help="only these runs (corpus draws; their other "
                     "runs' rows are kept)")
@@ -233,6 +248,9 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / "lda_privacy_utility.json"
     rows = json.loads(path.read_text())["rows"] if path.exists() else []
+    if args.replot:
+        plot(rows, OUT / "lda_privacy_utility.png")
+        return
 
     def save(rows):
         path.write_text(json.dumps({"delta": DELTA, "epsilons": EPS, "rows": rows, "median_l1": summarise(rows)},
