@@ -289,11 +289,17 @@ def _release_snr(vals: np.ndarray, k: int, d: int, sigma: float, n_hat: float, s
             lda_private.whitening_noise_level(sigma / n_hat, d, 0, shift))
 
 
+def _whitening_record(first_release_ratio: float | None, made: bool, early: bool = False) -> dict:
+    """The whitening's record (``corpus.whitening_topup``): the first release's ratio (None when the early
+    rung was the whole whitening), whether the top-up was made, whether the early rung sufficed."""
+    return {"first_release_ratio": first_release_ratio, "threshold": lda_private.WHITENING_TOPUP_SNR,
+            "made": made, "early": early}
+
+
 def _topup_record(vals: np.ndarray, k: int, d: int, sigma: float, n_hat: float, shift: float) -> dict:
     """Whether the first release's k-th eigenvalue asks for the top-up (public quantities only)."""
     eig_k, level = _release_snr(vals, k, d, sigma, n_hat, shift)
-    return {"first_release_ratio": eig_k / level, "threshold": lda_private.WHITENING_TOPUP_SNR,
-            "made": lda_private.needs_topup(eig_k, level), "early": False}
+    return _whitening_record(eig_k / level, lda_private.needs_topup(eig_k, level))
 
 
 def _whitening_dense(backend, d, k, coef, n_hat, m1, m1_var, c2, sens, noise, restart=None) -> _WhiteningRelease:
@@ -327,14 +333,13 @@ def _whitening_dense(backend, d, k, coef, n_hat, m1, m1_var, c2, sens, noise, re
     if part is not None:
         e2 = noise.add(part, total, sens, symmetric2=True, note=notes[part])
         sigma = noise.sigma(part, sens)
-        eig_k, level = _release_snr(spectrum(e2)[0], k, d, sigma, n_hat, shift)
+        vals, vecs = spectrum(e2)
+        eig_k, level = _release_snr(vals, k, d, sigma, n_hat, shift)
         part_ratio = eig_k / level
         if restart is not None and lda_private.should_restart(part_ratio, restart):
             raise _Restart(part_ratio)
         if part == "m2_whitening_early" and not lda_private.needs_topup(eig_k, level):     # the rung suffices
-            vals, vecs = spectrum(e2)
-            early = {"first_release_ratio": None, "threshold": lda_private.WHITENING_TOPUP_SNR, "made": False,
-                     "early": True, _RATIO_KEY[part]: part_ratio}
+            early = {**_whitening_record(None, False, early=True), _RATIO_KEY[part]: part_ratio}
             return _WhiteningRelease(vals, vecs, None, e2 / n_hat, sigma, 0, early, {"form": "dense", "solver": "eigh"})
         rest = noise.add("m2_whitening", total, sens, symmetric2=True, note=notes["m2_whitening"])
         e2, sigma = lda_private.combine_releases(e2, sigma, rest, noise.sigma("m2_whitening", sens))
