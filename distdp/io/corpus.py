@@ -97,16 +97,21 @@ def discover(path: str | Path) -> list[Path] | list[str]:
     raise FileNotFoundError(f"{p}: no such corpus file or directory")
 
 
+def uri_files(uri: str, recursive: bool = True) -> list[str]:
+    """The URIs of the files in directory ``uri`` (under it with ``recursive``), sorted, none in a hidden
+    file or directory below it."""
+    fs, root = filesystem_of(uri)
+    found = fs.get_file_info(pafs.FileSelector(root, recursive=recursive))
+    return sorted(child_uri(uri, root, f.path) for f in found if f.type == pafs.FileType.File
+                  and not _hidden(f.path[len(root.rstrip("/")):].split("/")))
+
+
 def _discover_uri(uri: str) -> list[str]:
     info = uri_info(uri)
     if info.type == pafs.FileType.File:
         return [uri]
     if info.type == pafs.FileType.Directory:
-        fs, root = filesystem_of(uri)
-        found = fs.get_file_info(pafs.FileSelector(root, recursive=True))
-        files = sorted(child_uri(uri, root, f.path) for f in found if f.type == pafs.FileType.File
-                       and f.path.endswith(".parquet")
-                       and not _hidden(f.path[len(root.rstrip("/")):].split("/")))
+        files = [f for f in uri_files(uri) if f.partition("?")[0].endswith(".parquet")]
         if files:
             return files
         raise FileNotFoundError(f"{uri}: directory holds no .parquet files")
@@ -114,7 +119,7 @@ def _discover_uri(uri: str) -> list[str]:
 
 
 @contextmanager
-def _parquet(path: str | Path) -> Iterator[pq.ParquetFile]:
+def parquet_file(path: str | Path) -> Iterator[pq.ParquetFile]:
     """A parquet file, local or by URI, open for the ``with`` block."""
     if not is_uri(path):
         yield pq.ParquetFile(path)
@@ -129,7 +134,7 @@ def plan_units(files: Sequence[Path] | Sequence[str]) -> list[Unit]:
     units = []
     for f in files:
         try:
-            with _parquet(f) as pf:
+            with parquet_file(f) as pf:
                 schema, meta = pf.schema_arrow, pf.metadata
         except Exception as exc:  # pyarrow raises several types for a non-parquet file
             raise ValueError(f"{f}: not a readable parquet file ({exc})") from exc
@@ -229,7 +234,7 @@ def read_units(units: Sequence[Unit], vocab_size: int) -> sp.csr_matrix:
     """Read and validate row groups into one CSR matrix (rows in unit order)."""
     parts = []
     for u in units:
-        with _parquet(u.path) as pf:
+        with parquet_file(u.path) as pf:
             t = pf.read_row_group(u.row_group, columns=[WORD_IDS, COUNTS])
         parts.append(table_to_csr(t, vocab_size, where=u.path, first_row=u.first_row))
     if not parts:
@@ -241,7 +246,7 @@ def read_doc_ids(units: Sequence[Unit]) -> np.ndarray:
     """``doc_id`` of every row of the units, or ``<file>:<row>`` labels when absent."""
     out = []
     for u in units:
-        with _parquet(u.path) as pf:
+        with parquet_file(u.path) as pf:
             col = (pf.read_row_group(u.row_group, columns=[DOC_ID]).column(DOC_ID)
                    if DOC_ID in pf.schema_arrow.names else None)
         if col is not None:
@@ -313,7 +318,7 @@ def corpus_vocab(corpus: str | Path) -> tuple[int, list[str] | None, str] | None
             words = load_vocab(cand)
             return len(words), words, str(cand)
     files = discover(corpus)
-    with _parquet(files[0]) as pf:
+    with parquet_file(files[0]) as pf:
         meta = pf.schema_arrow.metadata or {}
     if META_VOCAB_SIZE in meta:
         return int(meta[META_VOCAB_SIZE]), None, f"{files[0]} (metadata {META_VOCAB_SIZE.decode()})"

@@ -79,10 +79,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
-import pyarrow.parquet as pq
-import scipy.sparse as sp
-
 import pyarrow.fs as pafs
+import scipy.sparse as sp
 
 from distdp.io import corpus as cio
 from distdp.io.corpus import load_vocab, write_corpus
@@ -469,10 +467,7 @@ def _text_input_uris(uri: str, kinds: str) -> list[str]:
     """:func:`text_input_files` of a URI (``pyarrow.fs``): the file, or a directory's text files."""
     info = cio.uri_info(uri)
     if info.type == pafs.FileType.Directory:
-        fs, root = cio.filesystem_of(uri)
-        found = fs.get_file_info(pafs.FileSelector(root))
-        files = sorted(cio.child_uri(uri, root, f.path) for f in found if f.type == pafs.FileType.File
-                       and not f.base_name.startswith(".") and _text_format(f.path) is not None)
+        files = [f for f in cio.uri_files(uri, recursive=False) if _text_format(f) is not None]
         if not files:
             raise FileNotFoundError(f"{uri}: directory without text files ({kinds})")
         return files
@@ -497,11 +492,9 @@ def _read_table(p: Path | str, columns: list[str]) -> pa.Table:
     name the file."""
     fmt = _text_format(p)
     try:
-        if fmt == "parquet" and cio.is_uri(p):
-            fs, inner = cio.filesystem_of(p)
-            table = pq.read_table(inner, filesystem=fs)
-        elif fmt == "parquet":
-            table = pq.read_table(p)
+        if fmt == "parquet":
+            with cio.parquet_file(p) as pf:
+                table = pf.read()
         else:
             header = pcsv.open_csv(_source(p), parse_options=pcsv.ParseOptions(delimiter=fmt)).schema.names
             table = pcsv.read_csv(_source(p), parse_options=pcsv.ParseOptions(delimiter=fmt, newlines_in_values=True),
