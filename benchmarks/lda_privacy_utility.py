@@ -219,7 +219,7 @@ def plot(rows, path):
         ax.set_title(f"d={d:,}, N={n:,}")
         ax.set_xlabel("ε (δ = 1e-6)")
     axes[0][0].set_ylabel("matched topic L1 (median of runs; fail = 2)")
-    handles, labels = {}, {}
+    handles = {}
     for ax in axes[0]:
         for h, lab in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(lab, h)
