@@ -61,6 +61,48 @@ def recover_parameters(eigenvalues: np.ndarray, eigenvectors: np.ndarray, unwhit
     return topic_word[order], alpha[order]
 
 
+#: Spread of the log-normal perturbation that splits a topic in :func:`fill_topics`.
+SPLIT_SPREAD = 0.5
+
+
+def fill_topics(topic_word: np.ndarray, alpha: np.ndarray, k: int,
+                rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Complete ``m < k`` spectral topics to ``k`` by splitting the heaviest ones.
+
+    Where M2 supports only ``m`` positive directions the spectral stage finds
+    ``m`` topics. Each missing topic is made by splitting the topic with the
+    largest current α in two: the children are the parent's row times
+    ``exp(±s·z)`` (``z`` standard normal per word, ``s`` =
+    :data:`SPLIT_SPREAD`), renormalised, and share its α equally. The split
+    children start variational EM on different sides of the parent, which
+    then separates them (the way a split-and-merge EM grows a model); on
+    their own they are near-copies, so a filled fit always runs EM.
+
+    Parameters
+    ----------
+    topic_word : ndarray (m, d)
+    alpha : ndarray (m,)
+    k : int
+        Topics wanted (≥ m).
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    topic_word : ndarray (k, d)
+    alpha : ndarray (k,)
+    """
+    rows, weights = [r for r in topic_word], list(np.asarray(alpha, dtype=float))
+    while len(rows) < k:
+        j = int(np.argmax(weights))
+        z = SPLIT_SPREAD * rng.standard_normal(topic_word.shape[1])
+        parent = rows[j]
+        rows[j] = parent * np.exp(z) / (parent * np.exp(z)).sum()
+        rows.append(parent * np.exp(-z) / (parent * np.exp(-z)).sum())
+        weights[j] *= 0.5
+        weights.append(weights[j])
+    return np.vstack(rows), np.asarray(weights)
+
+
 def clip_normalise(rows: np.ndarray) -> np.ndarray:
     """Set negative entries to 0 and renormalise every row to sum 1 (uniform if all ≤ 0)."""
     rows = np.clip(rows, 0.0, None)

@@ -55,6 +55,28 @@ def default_lda_restarts(k: int) -> int:
 #: Most products with M2 of the non-private randomized eigensolver, and its stopping residual (SpectralParams).
 EIG_MAX_ITERS, EIG_TOL = 30, 1e-3
 
+#: Variational EM iterations after a non-private spectral fit unless the user says otherwise (``refine``), and the
+#: relative ELBO change that stops them earlier (:func:`refine_em`).
+DEFAULT_REFINE, EM_STOP_TOL = 20, 1e-4
+#: EM iterations a fit runs at least when its spectral stage found fewer than k topics (the split ones must separate).
+FILL_REFINE = 20
+#: Whether EM starts from a symmetric α (Σα/k of the spectral α) instead of the spectral α itself.
+EM_SYMMETRIC_START = True
+
+
+def em_start_alpha(alpha: np.ndarray) -> np.ndarray:
+    """The α that EM starts from: symmetric at the spectral ``Σα/k`` (:data:`EM_SYMMETRIC_START`), or the spectral α.
+
+    A spectral topic whose α came out tiny (its tensor eigenvalue large) is
+    otherwise never revived by EM: its documents' γ stay at the prior.
+    """
+    alpha = np.asarray(alpha, dtype=np.float64)
+    return np.full_like(alpha, alpha.sum() / len(alpha)) if EM_SYMMETRIC_START else alpha
+
+
+#: The non-private eigensolvers of :class:`SpectralParams`.
+EIGENSOLVERS = ("lobpcg", "randomized", "dense")
+
 EDGES = ("m2_whitening", "whitened_tensor", "tensor_apply", "decomposition", "output", "em_sstats")
 
 
@@ -105,15 +127,18 @@ class SpectralParams:
     alpha0 : float
         Dirichlet concentration Σα (LDA); ignored (taken as 0) for ``model='stm'``.
     model : {'lda', 'stm'}
-    eigensolver : {'randomized', 'dense'}
+    eigensolver : {'lobpcg', 'randomized', 'dense'}
+        ``lobpcg`` (default) finds the algebraically largest eigenpairs of the
+        indefinite M2 (:func:`distdp.whitening.lobpcg_top_eigh`);
+        ``randomized`` is subspace iteration, which converges to the
+        largest-magnitude ones (:func:`distdp.whitening.randomized_top_eigh`);
         ``dense`` forms the d×d M2 (small vocabularies only).
     eig_iters : int
-        Most products with M2 after the first (randomized solver); each is one
-        pass. The solver stops earlier once converged (``eig_tol``).
+        Most products with M2 after the first; each is one pass. The solver
+        stops earlier once converged (``eig_tol``).
     eig_tol : float or None
-        Relative residual at which the randomized solver stops
-        (:func:`distdp.whitening.randomized_top_eigh`); None: always
-        ``eig_iters`` products.
+        Relative residual ``‖M2 u − θ u‖/θ`` at which the solver stops; None:
+        always ``eig_iters`` products.
     oversample : int or None
         Extra columns of the test block (default 10).
     tensor : {'auto', 'explicit', 'implicit'}
@@ -132,7 +157,7 @@ class SpectralParams:
     k: int
     alpha0: float = 1.0
     model: str = "lda"
-    eigensolver: str = "randomized"
+    eigensolver: str = "lobpcg"
     eig_iters: int = EIG_MAX_ITERS
     eig_tol: float | None = EIG_TOL
     oversample: int | None = None
@@ -158,7 +183,7 @@ class SpectralParams:
         """Reject bad parameters before any pass over the data, naming the parameter."""
         lda.validate_fit_params(self.k, self.alpha0, self.model, vocab_size)
         for name, allowed in (("tensor", ("auto", "explicit", "implicit")), ("method", ("robust", "simultaneous")),
-                              ("eigensolver", ("randomized", "dense"))):
+                              ("eigensolver", EIGENSOLVERS)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
         if self.eig_iters < 1:
@@ -181,6 +206,11 @@ class SpectralResult:
     stats: dict
     timings: dict = field(default_factory=dict)
     whitening: dict = field(default_factory=dict)
+
+    @property
+    def n_supported(self) -> int:
+        """Topics the spectral stage found (``< k`` where M2 supports fewer, see :func:`fit_spectral`)."""
+        return len(self.m2_eigenvalues)
 
 
 def _sum(parts: list):
@@ -241,7 +271,7 @@ def fit_spectral(backend: Backend, vocab_size: int, params: SpectralParams, rng:
     p = min(d, k + (params.oversample if params.oversample is not None else 10))
 
     with st.timed("pass1_stats"):
-        omega0 = rng.standard_normal((d, p)) if params.eigensolver == "randomized" else np.zeros((d, 1))
+        omega0 = rng.standard_normal((d, p)) if params.eigensolver != "dense" else np.zeros((d, 1))
         fp = _sum(backend.call("first_pass", backend.broadcast(omega0)))
     st.step("pass1_stats")
     N = fp.n_used
@@ -254,16 +284,19 @@ def fit_spectral(backend: Backend, vocab_size: int, params: SpectralParams, rng:
 
     q_scale = moments.q_fold_scale(N, coef)
     with st.timed("whitening"):
-        if params.eigensolver == "randomized":
+        partial = not getattr(releases, "private", True)    # a private release decides on k itself
+        if params.eigensolver != "dense":
             def apply(Q):
                 out = m2_times(_sum(backend.call("m2_product", backend.broadcast(Q), q_scale)), Q)
                 st.step("whitening")
                 return out
-            wh = whitening.randomized_top_eigh(apply, m2_times(fp.m2, omega0), k, params.eig_iters, params.eig_tol)
+            solve = whitening.lobpcg_top_eigh if params.eigensolver == "lobpcg" else whitening.randomized_top_eigh
+            wh = solve(apply, m2_times(fp.m2, omega0), k, params.eig_iters, params.eig_tol, partial=partial)
         else:
             dense = m2_times(_sum(backend.call("m2_dense")), np.eye(d))
             st.step("whitening")
-            wh = whitening.dense_top_eigh(dense, k)
+            wh = whitening.dense_top_eigh(dense, k, partial=partial)
+    m = len(wh.eigenvalues)        # topics M2 supports: k, or fewer (the rest are filled by the caller)
     W = wh.W
     W_ref = backend.broadcast(W)
     weights = moments.TensorWeights(N, params.moment_alpha0)
@@ -286,13 +319,15 @@ def fit_spectral(backend: Backend, vocab_size: int, params: SpectralParams, rng:
             kwargs["n_iters"] = params.n_iters
         if params.method == "robust":
             kwargs["n_restarts"] = params.restarts()
-        res = power(target, k, **kwargs)
+        res = power(target, m, **kwargs)
         lam, V = releases.release("decomposition", (np.asarray(res.eigenvalues), np.asarray(res.eigenvectors)))
 
     with st.timed("recovery"):
         topic_word, alpha = lda.recover_parameters(lam, V, wh.unwhiten, params.alpha0, params.model)
         topic_word, alpha = releases.release("output", (topic_word, alpha))
-    stats = {"n_docs": fp.n_total, "n_docs_used": N, "n_docs_short": fp.n_total - N,
+        if m < k:
+            topic_word, alpha = lda.fill_topics(topic_word, alpha, k, rng)
+    stats = {"n_docs": fp.n_total, "n_docs_used": N, "n_docs_short": fp.n_total - N, "n_topics_spectral": m,
              "n_tokens": fp.n_tokens, "vocab_size": d, "n_shards": backend.n_shards,
              "tensor_path": "implicit" if implicit else "explicit"}
     solver = {"eigensolver": params.eigensolver, "m2_products": 1 if wh.products is None else 1 + wh.products,
@@ -340,12 +375,19 @@ class RefineResult:
         Largest number of E-step iterations any shard needed, per EM iteration.
     seconds : list of float
         Wall time per EM iteration.
+    alpha : ndarray (k,) or None
+        The Dirichlet α after the last M-step (learned), or None where it was kept fixed.
+    converged : bool or None
+        Whether the relative ELBO change fell below the stopping tolerance
+        before the iteration cap (None: no stopping rule).
     """
 
     variational: np.ndarray
     elbo: list
     inner_iterations: list
     seconds: list
+    alpha: np.ndarray | None = None
+    converged: bool | None = None
 
     @property
     def topic_word(self) -> np.ndarray:
@@ -363,21 +405,33 @@ def check_em_args(n_iter: int, eta: float) -> None:
 
 def refine_em(backend: Backend, topic_word: np.ndarray, alpha: np.ndarray, n_tokens: float, n_iter: int,
               eta: float, releases=None, progress: Callable | None = None, max_inner: int = 100,
-              tol: float = 1e-3) -> RefineResult:
+              tol: float = 1e-3, learn_alpha: bool = False, stop_tol: float | None = None) -> RefineResult:
     """Batch variational EM started from spectral topics (:mod:`distdp.refine`).
 
     Per iteration: broadcast ``exp E[log β]`` (k×d), every shard runs the
     E-step on its documents (warm-started from its previous γ) and returns
-    its k×d statistics and its part of the bound; the coordinator sums them,
-    releases the sum once, and sets ``λ = η + Ê_β ∘ Σ``. Traffic per
-    iteration is O(k·d) per shard, whatever the number of documents; shard
-    work is O(nnz·k) per inner iteration.
+    its k×d statistics, its part of the bound and ``Σ_n E[log θ_n]``; the
+    coordinator sums them, releases the sum once, and sets
+    ``λ = η + Ê_β ∘ Σ``. Traffic per iteration is O(k·d) per shard, whatever
+    the number of documents; shard work is O(nnz·k) per inner iteration.
+
+    Parameters
+    ----------
+    alpha : ndarray (k,)
+        The E-step's Dirichlet α, and the start of its updates.
+    learn_alpha : bool
+        Update α after each E-step by :func:`distdp.refine.update_alpha`
+        (Minka's Newton fixed point; it never lowers the ELBO).
+    stop_tol : float, optional
+        Stop once the ELBO's relative change between two iterations is below
+        this (at most ``n_iter`` iterations either way).
     """
     check_em_args(n_iter, eta)
     releases = releases or NonPrivate()
+    alpha = np.asarray(alpha, dtype=np.float64)
     lam = refine.init_lambda(topic_word, alpha, n_tokens, eta)
     key = time.time_ns()  # names this EM run in the shards' γ caches
-    elbo, inner, secs = [], [], []
+    elbo, inner, secs, converged = [], [], [], (None if stop_tol is None else False)
     for t in range(n_iter):
         t0 = time.perf_counter()
         elog = refine.dirichlet_expectation(lam)
@@ -387,7 +441,12 @@ def refine_em(backend: Backend, topic_word: np.ndarray, alpha: np.ndarray, n_tok
         elbo.append(float(sum(p[1] for p in parts) + refine.topic_bound(lam, eta)))
         inner.append(int(max(p[3] for p in parts)))
         lam = eta + releases.release("em_sstats", sstats)
+        if learn_alpha:
+            alpha = refine.update_alpha(alpha, _sum([p[4] for p in parts]), sum(p[2] for p in parts))
         secs.append(time.perf_counter() - t0)
         if progress is not None:
             progress("refine", t + 1, n_iter)
-    return RefineResult(lam, elbo, inner, secs)
+        if stop_tol is not None and t > 0 and abs(elbo[-1] - elbo[-2]) <= stop_tol * abs(elbo[-2]):
+            converged = True
+            break
+    return RefineResult(lam, elbo, inner, secs, alpha if learn_alpha else None, converged)

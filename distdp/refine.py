@@ -4,8 +4,9 @@ Mean-field variational Bayes of Blei, Ng & Jordan (2003) in the form of
 Hoffman, Blei & Bach (2010, Alg. 1 with batch updates): topics have a
 variational Dirichlet ``q(β_k) = Dir(λ_k)`` with prior ``Dir(η)``; each
 document has ``q(θ_n) = Dir(γ_n)`` and word-topic responsibilities ``φ``.
-The Dirichlet ``α`` over topic mixtures is kept fixed at the spectral
-estimate.
+The Dirichlet ``α`` over topic mixtures is learned by Minka's (2000)
+Newton fixed point on ``Σ_n E[log θ_n]`` (:func:`update_alpha`, what gensim
+does with ``alpha='auto'``); ``η`` is a fixed symmetric prior.
 
 E-step (per document, all documents at once): with ``Ê_θ = exp E[log θ]``
 and ``Ê_β = exp E[log β]``, iterate
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.special import digamma, gammaln
+from scipy.special import digamma, gammaln, polygamma
 
 #: Entries (nonzeros × topics) per block of the E-step, whose temporaries are a few (block nnz)×k arrays.
 #: Fixed 4,096-row blocks peaked at 908 MiB and took 8.6 s at k = 50 (20,000 documents of ≈ 137 distinct
@@ -67,12 +68,16 @@ class EStepResult:
         was asked not to compute it).
     iterations : int
         Inner iterations until every document converged (or the cap).
+    elog_theta_sum : ndarray (k,)
+        ``Σ_n E[log θ_n]`` under ``q(θ_n) = Dir(γ_n)``: the sufficient
+        statistic of α's update (:func:`update_alpha`).
     """
 
     gamma: np.ndarray
     sstats: np.ndarray | None
     doc_bound: float
     iterations: int
+    elog_theta_sum: np.ndarray | None = None
 
 
 def e_step(counts: sp.csr_matrix, exp_elog_beta: np.ndarray, alpha: np.ndarray, gamma0: np.ndarray | None = None,
@@ -128,6 +133,7 @@ def e_step(counts: sp.csr_matrix, exp_elog_beta: np.ndarray, alpha: np.ndarray, 
     if block is None:
         block = max(1, int(E_BLOCK_ENTRIES * n / max(1, counts.nnz * k)))
     bound, iters = (0.0 if with_bound else float("nan")), 0
+    elog_theta_sum = np.zeros(k)
     eb_t = np.ascontiguousarray(exp_elog_beta.T)  # (d, k)
     s_t = None if contribution_scales is None else np.ascontiguousarray(np.asarray(contribution_scales).T)
     elog_b = np.log(exp_elog_beta) if with_bound and elog_beta is None else elog_beta
@@ -159,6 +165,7 @@ def e_step(counts: sp.csr_matrix, exp_elog_beta: np.ndarray, alpha: np.ndarray, 
                 eb_nz, r_sub = eb_t[sub.indices], np.repeat(np.arange(len(active)), np.diff(sub.indptr))
         iters = max(iters, it)
         elog_t = dirichlet_expectation(g)
+        elog_theta_sum += elog_t.sum(axis=0)
         et = np.exp(elog_t)
         et_rows, eb_cols = np.take(et, rows, axis=0), eb_t[cols]  # (nnz, k) at every nonzero of the block
         norm = np.einsum("ij,ij->i", et_rows, eb_cols) + 1e-100
@@ -172,7 +179,59 @@ def e_step(counts: sp.csr_matrix, exp_elog_beta: np.ndarray, alpha: np.ndarray, 
         if with_bound:
             bound += doc_bound(C, g, elog_t, elog_b, alpha, rows)
         gamma[start:start + block] = g
-    return EStepResult(gamma, sstats, bound, iters)
+    return EStepResult(gamma, sstats, bound, iters, elog_theta_sum)
+
+
+def alpha_objective(alpha: np.ndarray, elog_theta_sum: np.ndarray, n_docs: int) -> float:
+    """The ELBO's terms in α for fixed γ: ``n[ln Γ(Σα) − Σ_k ln Γ(α_k)] + Σ_k (α_k − 1) Σ_n E[log θ_nk]``."""
+    return float(n_docs * (gammaln(alpha.sum()) - gammaln(alpha).sum()) + ((alpha - 1.0) * elog_theta_sum).sum())
+
+
+def update_alpha(alpha: np.ndarray, elog_theta_sum: np.ndarray, n_docs: int, max_iter: int = 50,
+                 tol: float = 1e-6) -> np.ndarray:
+    """Maximise the ELBO over the Dirichlet α with γ fixed (Minka 2000, "Estimating a Dirichlet distribution", §1).
+
+    Newton's method on :func:`alpha_objective`, whose Hessian
+    ``n·ψ'(Σα)·11ᵀ − n·diag(ψ'(α))`` is diagonal plus rank one, so each step
+    is O(k) (gensim's ``update_dir_prior`` takes one such step per pass).
+    The objective is concave; each step is halved until it stays positive
+    and does not lower the objective, so the update never decreases the
+    ELBO. Stops when the largest relative change is below ``tol``.
+
+    Parameters
+    ----------
+    alpha : ndarray (k,)
+        Current α (the start).
+    elog_theta_sum : ndarray (k,)
+        ``Σ_n E[log θ_n]`` over the documents (:class:`EStepResult`).
+    n_docs : int
+        Documents in that sum.
+    """
+    a = np.asarray(alpha, dtype=np.float64).copy()
+    if n_docs <= 0:
+        return a
+    f = alpha_objective(a, elog_theta_sum, n_docs)
+    for _ in range(max_iter):
+        grad = n_docs * (digamma(a.sum()) - digamma(a)) + elog_theta_sum
+        q = -n_docs * polygamma(1, a)
+        z = n_docs * polygamma(1, a.sum())
+        b = (grad / q).sum() / (1.0 / z + (1.0 / q).sum())
+        step = (grad - b) / q
+        t = 1.0
+        while t > 1e-12:
+            new = a - t * step
+            if np.all(new > 0):
+                f_new = alpha_objective(new, elog_theta_sum, n_docs)
+                if f_new >= f:
+                    break
+            t *= 0.5
+        else:
+            return a
+        change = float(np.max(np.abs(new - a) / a))
+        a, f = new, f_new
+        if change < tol:
+            break
+    return a
 
 
 def contribution_scale(ratio: np.ndarray, weights: np.ndarray, rows: np.ndarray, n: int, cap: float) -> np.ndarray:

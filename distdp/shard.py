@@ -217,7 +217,7 @@ class Shard:
     def e_step(self, exp_elog_beta: np.ndarray, elog_beta: np.ndarray, alpha: np.ndarray, key=None,
                max_iter: int = 100, tol: float = 1e-3, norm_cap: float | None = None,
                scales: np.ndarray | None = None) -> tuple:
-        """E-step on every document: ``(sstats k×d, doc_bound, n_docs, inner iterations)``.
+        """E-step on every document: ``(sstats k×d, doc_bound, n_docs, inner iterations, Σ_n E[log θ_n])``.
 
         γ is kept between calls with the same ``key`` (warm start of the next
         EM iteration); after a restart it is re-initialised. With
@@ -233,7 +233,7 @@ class Shard:
                             contribution_cap=None if norm_cap is None else float(norm_cap),
                             contribution_scales=scales, with_bound=norm_cap is None)
         self._gamma, self._gamma_key = res.gamma, key
-        return res.sstats, res.doc_bound, self.n_total, res.iterations
+        return res.sstats, res.doc_bound, self.n_total, res.iterations, res.elog_theta_sum
 
     def tail_statistics(self, columns: np.ndarray, key, topic_word: np.ndarray, alpha: np.ndarray,
                         norm_cap: float, max_iter: int = 100, tol: float = 1e-3, single_topic: bool = False,

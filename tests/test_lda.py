@@ -209,12 +209,25 @@ def test_bad_parameters(kwargs, needle):
         distdp.fit_lda(X, **args)
 
 
-def test_k_larger_than_data_supports():
-    """Documents that use only 3 words give an M2 of rank ≤ 3: k = 5 must fail clearly."""
+def test_k_larger_than_data_supports_still_gives_k_topics():
+    """Documents that use only 3 words give an M2 of rank ≤ 3: a fit asked for k = 5 returns 5 topics and says so.
+
+    The spectral stage finds the supported ones, the rest are split and
+    separated by EM; stderr (a warning) and ``model.json`` report how many
+    came from the spectral stage. The single-topic model, which has no EM,
+    fails naming the k that works.
+    """
     rng = np.random.default_rng(0)
     X = sp.csr_matrix(np.hstack([rng.integers(1, 5, size=(200, 3)), np.zeros((200, 17))]))
-    with pytest.raises(ValueError, match="k=5 is larger than the data supports"):
-        distdp.fit_lda(X, 5, backend="local", progress=False, seed=0)
+    with pytest.warns(UserWarning, match=r"the data support \d of the k=5 topics"):
+        model = distdp.fit_lda(X, 5, backend="local", progress=False, seed=0)
+    m = model.info["corpus"]["n_topics_spectral"]
+    assert 1 <= m <= 3
+    assert model.topic_word.shape == (5, 20) and model.alpha.shape == (5,)
+    np.testing.assert_allclose(model.topic_word.sum(axis=1), 1.0)
+    assert model.info["refine"]["iterations"] >= 1
+    with pytest.raises(ValueError, match=rf"k=5 is larger than the data supports.*Use k ≤ {m}"):
+        distdp.fit_lda(X, 5, backend="local", progress=False, seed=0, model="stm")
 
 
 def test_too_few_documents():
