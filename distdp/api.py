@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import sys
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -68,6 +71,29 @@ class OpenCorpus:
     def close(self) -> None:
         if self.ray_backend is not None:
             self.ray_backend.shutdown()
+
+
+#: With ``backend="auto"`` and no cluster address, a corpus of at most this many stored (document, word)
+#: counts is fitted in this process: starting Ray and its actors (3–5 s) would cost more than the fit.
+AUTO_LOCAL_MAX_NONZEROS = 5_000_000
+
+
+def resolve_backend(backend: str, corpus, address: str | None) -> str:
+    """``"ray"`` or ``"local"``: ``auto`` is local for a small corpus (:data:`AUTO_LOCAL_MAX_NONZEROS`) when no
+    cluster is named (``address``, ``RAY_ADDRESS``) or joined, and Ray otherwise; the size is read from the
+    parquet metadata, not the data."""
+    if backend not in ("auto", "ray", "local"):
+        raise ValueError(f"backend must be 'auto', 'ray' or 'local', got {backend!r}")
+    if backend != "auto":
+        return backend
+    ray = sys.modules.get("ray")
+    if address is not None or os.environ.get("RAY_ADDRESS") or (ray is not None and ray.is_initialized()):
+        return "ray"         # a cluster is named or already joined (a Ray job's driver)
+    if sp.issparse(corpus) or isinstance(corpus, np.ndarray):
+        nnz = corpus.nnz if sp.issparse(corpus) else int(np.count_nonzero(corpus))
+    else:
+        nnz = sum(u.nonzeros for u in cio.plan_units(cio.discover(corpus)))
+    return "local" if nnz <= AUTO_LOCAL_MAX_NONZEROS else "ray"
 
 
 @contextlib.contextmanager
@@ -139,7 +165,7 @@ def open_corpus(corpus, *, vocab=None, vocab_size: int | None = None, workers: i
 
 
 def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=None,
-            vocab_size: int | None = None, workers: int | None = None, backend: str = "ray",
+            vocab_size: int | None = None, workers: int | None = None, backend: str = "auto",
             address: str | None = None, seed: int | None = None, refine: int | None = None, eta: float | None = None,
             coherence: bool = True, out: str | Path | None = None, overwrite: bool = False,
             progress: bool = True, cpus_per_worker: float | None = None, epsilon: float | None = None,
@@ -165,17 +191,23 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
         Vocabulary size when no vocabulary is given.
     workers : int, optional
         Shards (Ray actors); default: the CPUs Ray sees, at most one per row group.
-    backend : {'ray', 'local'}
-        ``local`` runs the same shards in this process, no Ray (same numbers).
+    backend : {'auto', 'ray', 'local'}
+        ``local`` runs the same shards in this process, no Ray (same numbers);
+        ``auto`` (default): ``local`` for a corpus of at most
+        :data:`AUTO_LOCAL_MAX_NONZEROS` nonzero counts when no ``address`` is
+        given, else ``ray``.
     address : str, optional
         Address of an existing Ray cluster (default: start or reuse a local instance).
     seed : int, optional
         Seeds the eigensolver's test block and the power method's restarts.
     refine : int, optional
-        Batch variational EM iterations after the spectral fit, on the same
-        shards (LDA only; default 0). In a private fit they follow the
-        unmixing passes, and giving ``refine`` (even 0) turns the default
-        unmixing passes off.
+        Most batch variational EM iterations after the spectral fit, on the
+        same shards (LDA only; default :data:`distdp.pipeline.DEFAULT_REFINE`,
+        stopped earlier once the bound's relative change is below
+        :data:`distdp.pipeline.EM_STOP_TOL`; 0: the pure spectral fit). EM
+        learns α (:func:`distdp.refine.update_alpha`). In a private fit they
+        follow the unmixing passes, α stays the released spectral one, and
+        giving ``refine`` (even 0) turns the default unmixing passes off.
     eta : float, optional
         Topic-word Dirichlet smoothing of the EM (default 1/k).
     coherence : bool
@@ -249,6 +281,7 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
     t_start = time.perf_counter()
     if out is not None:
         check_output_dir(out, overwrite)
+    backend = resolve_backend(backend, corpus, address)
     if epsilon is not None or delta is not None:
         from distdp import private_fit
 
@@ -263,10 +296,10 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
             or whitening is not None):
         raise ValueError("reproducible, working_vocab, unmix, whitening and declared_bounds apply to private fits "
                          "only (give epsilon and delta)")
-    refine = 0 if refine is None else refine
-    params = pipeline.SpectralParams(k=k, alpha0=alpha0, model=model, **solver)
     if refine and model != "lda":
         raise ValueError("refine (variational EM) applies to model='lda' only")
+    refine = (pipeline.DEFAULT_REFINE if model == "lda" else 0) if refine is None else refine
+    params = pipeline.SpectralParams(k=k, alpha0=alpha0, model=model, **solver)
     update, close = _progress_bar(progress)
     rng = np.random.default_rng(seed)
     with open_corpus(corpus, vocab=vocab, vocab_size=vocab_size, workers=workers, backend=backend,
@@ -275,20 +308,22 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
         eta = 1.0 / k if eta is None else float(eta)
         try:
             res = pipeline.fit_spectral(oc.backend, oc.vocab_size, params, rng, progress=update)
-            topic_word, variational, em = res.topic_word, None, None
-            if refine:
-                em = pipeline.refine_em(oc.backend, res.topic_word, res.alpha, res.stats["n_tokens"], refine, eta,
-                                        progress=update)
-                topic_word, variational = em.topic_word, em.variational
-            npmi = _coherence_on(oc.backend, topic_word) if coherence else None
+            n_em = _em_iterations(res, k, model, refine)
+            topic_word, alpha, variational, em = res.topic_word, res.alpha, None, None
+            if n_em:
+                em = pipeline.refine_em(oc.backend, res.topic_word, pipeline.em_start_alpha(res.alpha),
+                                        res.stats["n_tokens"], n_em, eta, progress=update, learn_alpha=True,
+                                        stop_tol=pipeline.EM_STOP_TOL)
+                topic_word, alpha, variational = em.topic_word, em.alpha, em.variational
+            coh = _coherence_on(oc.backend, topic_word) if coherence else None
             resources = oc.resources()
         finally:
             close()
     timings = {"read": oc.read_seconds, **res.timings}
     info = {
-        "method": "spectral" + (f" + {refine} variational EM iterations" if refine else ""),
+        "method": "spectral" + (f" + {len(em.elbo)} variational EM iterations" if em is not None else ""),
         "parameters": {"k": k, "alpha0": alpha0, "model": model, "seed": seed, "backend": backend,
-                       "workers": oc.backend.n_shards, "refine": refine, "eta": eta if refine else None,
+                       "workers": oc.backend.n_shards, "refine": refine, "eta": eta if em is not None else None,
                        **{f: getattr(params, f) for f in ("eigensolver", "eig_iters", "eig_tol", "oversample",
                                                           "tensor", "method", "n_iters")},
                        "n_restarts": params.restarts() if params.method == "robust" else None},
@@ -302,36 +337,86 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
     }
     if em is not None:
         timings["refine"] = float(sum(em.seconds))
-        info["refine"] = {"elbo": em.elbo, "inner_iterations": em.inner_iterations, "seconds": em.seconds,
+        info["refine"] = {"iterations": len(em.elbo), "converged": em.converged, "stop_tol": pipeline.EM_STOP_TOL,
+                          "alpha": "learned (Minka's Newton fixed point), started symmetric at Σα/k of the "
+                                   "spectral α" if pipeline.EM_SYMMETRIC_START else "learned from the spectral α",
+                          "spectral_alpha": res.alpha,
+                          "elbo": em.elbo, "inner_iterations": em.inner_iterations, "seconds": em.seconds,
                           "spectral_topic_word_l1_change": float(np.abs(topic_word - res.topic_word).sum(1).mean())}
-    if npmi is not None:
-        info["coherence"] = {"measure": "NPMI", "top_n": COHERENCE_TOP_N, "corpus": "training corpus",
-                             "mean": float(npmi.mean()), "per_topic": npmi}
+    if coh is not None:
+        info["coherence"] = {"measure": "NPMI", "top_n": coh["top_n"], "corpus": "training corpus",
+                             "mean": coh["mean"], "per_topic": coh["per_topic"], "c_v": coh["c_v"],
+                             "diversity": coh["diversity"], "diversity_top_n": coh["diversity_top_n"]}
     timings["total"] = time.perf_counter() - t_start
-    fitted = LDAModel(topic_word, res.alpha, float(params.moment_alpha0), model, oc.vocab, info, variational)
+    fitted = LDAModel(topic_word, alpha, float(params.moment_alpha0), model, oc.vocab, info, variational)
     if out is not None:
         fitted.save(out, overwrite=overwrite)
     return fitted
 
 
+def _em_iterations(res: pipeline.SpectralResult, k: int, model: str, refine: int) -> int:
+    """EM iterations to run: ``refine``, at least :data:`distdp.pipeline.FILL_REFINE` when topics were filled.
+
+    Where M2 supports only ``m < k`` topics the spectral stage's ``m`` are
+    completed by split topics (:func:`distdp.lda.fill_topics`), which EM
+    must separate: that is said on stderr and in ``model.json``
+    (``corpus.n_topics_spectral``). The single-topic model has no EM, so it
+    cannot be completed: it fails, naming the ``k`` that works.
+    """
+    m = res.n_supported
+    if m == k:
+        return refine
+    if model != "lda":
+        raise ValueError(f"k={k} is larger than the data supports: M2 has {m} positive eigenvalues among its top "
+                         f"{k} (λ_{m + 1} ≤ 0); the single-topic model cannot complete them. Use k ≤ {m}, or "
+                         "model='lda'.")
+    n = max(refine, pipeline.FILL_REFINE)
+    warnings.warn(f"the data support {m} of the k={k} topics (M2 has {m} positive eigenvalues among its top {k}); "
+                  f"the other {k - m} were split from the heaviest spectral topics and separated by {n} variational "
+                  f"EM iterations (model.json: corpus.n_topics_spectral). Use k ≤ {m} for spectral topics only.",
+                  stacklevel=3)
+    return n
+
+
 # ------------------------------------------------------------------ coherence
-def _coherence_on(backend: pipeline.Backend, topic_word: np.ndarray, top_n: int = COHERENCE_TOP_N) -> np.ndarray:
+def _coherence_on(backend: pipeline.Backend, topic_word: np.ndarray, top_n: int = COHERENCE_TOP_N) -> dict:
+    """NPMI and C_V of each topic's ``top_n`` words from one pass of the shards, and topic diversity.
+
+    The shards count the documents containing each top word and each pair
+    (:meth:`distdp.shard.Shard.cooccurrence`); only those counts are summed
+    here, and both measures come from them (:func:`distdp.refine.npmi`,
+    :func:`distdp.metrics.c_v`, the document as C_V's window). Diversity
+    needs no pass (:func:`distdp.metrics.topic_diversity`, top 25 words).
+    """
+    from distdp import metrics
+
     top = np.argsort(-topic_word, axis=1, kind="stable")[:, :top_n]
     words = np.unique(top)
     stats = pipeline._sum(backend.call("cooccurrence", words))
-    return refine.npmi(top, stats, words)
+    npmi = refine.npmi(top, stats, words)
+    cv = metrics.c_v(top, stats, words)
+    return {"mean": float(npmi.mean()), "per_topic": npmi, "top_n": top_n,
+            "c_v": {"mean": float(cv.mean()), "per_topic": cv, "window": "document"},
+            "diversity": metrics.topic_diversity(topic_word, metrics.DIVERSITY_TOP_N),
+            "diversity_top_n": metrics.DIVERSITY_TOP_N}
 
 
 def coherence(model: LDAModel, corpus, *, top_n: int = COHERENCE_TOP_N, **open_kw) -> dict:
-    """NPMI coherence of each topic's ``top_n`` words from document co-occurrence in ``corpus``.
+    """NPMI and C_V coherence of each topic's ``top_n`` words from document co-occurrence in ``corpus``.
 
-    Returns ``{"mean": float, "per_topic": ndarray (k,), "top_n": int}``.
+    One pass over the shards (the corpus is never gathered). Returns
+    ``{"mean": float, "per_topic": ndarray (k,), "top_n": int}`` for NPMI
+    (Bouma 2009, a pair never together −1: :func:`distdp.refine.npmi`), with
+    ``"c_v": {"mean", "per_topic", "window": "document"}`` (gensim's
+    ``coherence='c_v'``, Röder et al. 2015, each document one window: the
+    same as gensim's 110-token windows on documents of at most 110 tokens;
+    :func:`distdp.metrics.c_v`), and ``"diversity"`` (Dieng et al. 2020:
+    distinct words among all topics' top ``"diversity_top_n"`` = 25).
     In a private setting, coherence on the private training corpus is itself
     a release: compute it on a corpus you may publish statistics of.
     """
     with _open_for_model(model, corpus, open_kw) as oc:
-        per = _coherence_on(oc.backend, model.topic_word, top_n)
-    return {"mean": float(per.mean()), "per_topic": per, "top_n": top_n}
+        return _coherence_on(oc.backend, model.topic_word, top_n)
 
 
 def _open_for_model(model: LDAModel, corpus, open_kw: dict, with_doc_ids: bool = False):

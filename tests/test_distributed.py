@@ -166,5 +166,5 @@ def test_sharded_em_on_two_nodes_equals_in_process(ray_cluster, corpus_dir):
     assert on_ray.info["resources"]["nodes"] >= 2
     np.testing.assert_allclose(on_ray.topic_word, local.topic_word, rtol=1e-9, atol=1e-13)
     np.testing.assert_allclose(on_ray.info["refine"]["elbo"], local.info["refine"]["elbo"], rtol=1e-12)
-    # per-iteration traffic is k×d statistics per shard, independent of the documents
-    assert on_ray.info["resources"]["result_bytes_per_round"]["e_step"] == 3 * K * D * 8
+    # per-iteration traffic is k×d statistics (and α's k-vector) per shard, independent of the documents
+    assert on_ray.info["resources"]["result_bytes_per_round"]["e_step"] == 3 * (K * D + K) * 8

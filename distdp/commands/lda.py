@@ -32,22 +32,29 @@ def register(sub) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
     p.add_argument("--address", help="Ray cluster address (default: local Ray instance)")
     p.add_argument("--workers", type=int, help="shard actors (default: one per CPU)")
-    p.add_argument("--local", action="store_true", help="run in this process without Ray")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--local", action="store_true", help="run in this process without Ray")
+    where.add_argument("--ray", action="store_true",
+                       help="run on Ray even for a small corpus (default: in this process for at most 5M nonzero "
+                            "counts when no --address is given, else on Ray)")
     p.add_argument("--seed", type=int, help="seed of the eigensolver and power method")
     p.add_argument("--tensor", choices=["auto", "explicit", "implicit"], default="auto",
                    help="form the k×k×k whitened tensor, or apply it implicitly per iteration")
     p.add_argument("--method", choices=["robust", "simultaneous"], default="robust",
                    help="tensor power method")
-    p.add_argument("--eigensolver", choices=["randomized", "dense"], default="randomized",
-                   help="dense forms the d×d M2 (small vocabularies only)")
+    p.add_argument("--eigensolver", choices=["lobpcg", "randomized", "dense"], default="lobpcg",
+                   help="lobpcg: the algebraically largest eigenpairs of M2 (short documents make it "
+                        "indefinite); randomized: subspace iteration (largest magnitude); dense forms the d×d M2 "
+                        "(small vocabularies only)")
     p.add_argument("--restarts", type=int, help="restarts L of the robust power method (default: "
                                                 "min(max(10, ⌈k ln 10k⌉), max(20, 3⌈ln 10k⌉)), 20 at k = 10 and 21 "
                                                 "at k = 100; private fits, on a noisy tensor: max(10, ⌈k ln 10k⌉))")
     p.add_argument("--iters", type=int, help="power-method iterations R")
     p.add_argument("--refine", type=int,
-                   help="batch variational EM iterations after the spectral fit (LDA only; default 0; in a "
-                        "private fit they follow the unmixing passes, and giving --refine turns the default "
-                        "unmixing pass off)")
+                   help="most batch variational EM iterations after the spectral fit, stopped earlier when the "
+                        "bound's relative change is below 1e-4; α is learned (LDA only; default 20, 0 for the pure "
+                        "spectral fit; in a private fit they follow the unmixing passes, α stays fixed, and giving "
+                        "--refine turns the default unmixing pass off)")
     p.add_argument("--eta", type=float, help="topic-word Dirichlet smoothing of the EM (default 1/k)")
     p.add_argument("--no-coherence", action="store_true", help="skip the NPMI coherence pass")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
@@ -101,7 +108,8 @@ def register(sub) -> None:
     t = model_command("transform", "topic mixtures θ of every document of a corpus", run_transform)
     t.add_argument("--out", required=True, help="output .parquet file: doc_id, theta, n_tokens, status")
     t.add_argument("--overwrite", action="store_true")
-    c = model_command("coherence", "NPMI coherence of a model's topics on a corpus", run_coherence)
+    c = model_command("coherence", "NPMI and C_V coherence and topic diversity of a model's topics on a corpus",
+                      run_coherence)
     c.add_argument("--top-n", type=int, default=10, help="top words per topic")
     e = model_command("export", "pyLDAvis arrays and top words of a model on a corpus", run_export)
     e.add_argument("--out", required=True, help="output directory")
@@ -114,7 +122,7 @@ def run(args) -> int:
 
     model = fit_lda(args.corpus, args.k, alpha0=args.alpha0, model=args.model, vocab=args.vocab,
                     vocab_size=args.vocab_size, workers=args.workers, address=args.address,
-                    backend="local" if args.local else "ray", seed=args.seed, out=args.out,
+                    backend="local" if args.local else ("ray" if args.ray else "auto"), seed=args.seed, out=args.out,
                     overwrite=args.overwrite, progress=not args.no_progress, tensor=args.tensor,
                     method=args.method, eigensolver=args.eigensolver, n_restarts=args.restarts,
                     n_iters=args.iters, refine=args.refine, eta=args.eta, coherence=not args.no_coherence,
@@ -156,14 +164,17 @@ def run_transform(args) -> int:
 
 
 def run_coherence(args) -> int:
-    """Print NPMI per topic and the mean."""
+    """Print NPMI and C_V per topic, their means, and topic diversity."""
     from distdp.api import coherence
 
     model = _load(args)
     res = coherence(model, args.corpus, top_n=args.top_n, **_open_kw(args))
-    for i, (v, words) in enumerate(zip(res["per_topic"], model.top_words(args.top_n))):
-        print(f"topic {i:3d}  NPMI={v:+.4f}  " + " ".join(words))
+    cv = res["c_v"]
+    for i, (v, c, words) in enumerate(zip(res["per_topic"], cv["per_topic"], model.top_words(args.top_n))):
+        print(f"topic {i:3d}  NPMI={v:+.4f}  C_V={c:.4f}  " + " ".join(words))
     print(f"mean NPMI (top {args.top_n} words): {res['mean']:+.4f}")
+    print(f"mean C_V (top {args.top_n} words, each document one window): {cv['mean']:.4f}")
+    print(f"topic diversity (top {res['diversity_top_n']} words): {res['diversity']:.4f}")
     return 0
 
 

@@ -44,6 +44,7 @@ class Unit:
     row_group: int
     first_row: int
     num_rows: int
+    nonzeros: int = 0
 
 
 def is_uri(path: str | Path) -> bool:
@@ -143,11 +144,20 @@ def plan_units(files: Sequence[Path] | Sequence[str]) -> list[Unit]:
         for g in range(meta.num_row_groups):
             n = meta.row_group(g).num_rows
             if n:
-                units.append(Unit(str(f), g, first, n))
+                units.append(Unit(str(f), g, first, n, _leaf_values(meta.row_group(g), WORD_IDS)))
             first += n
     if not units:
         raise ValueError(f"empty corpus: {len(files)} file(s), no documents")
     return units
+
+
+def _leaf_values(row_group: pq.RowGroupMetaData, column: str) -> int:
+    """Values stored in a list column's row group, from the file's metadata (no data read): its nonzeros."""
+    for i in range(row_group.num_columns):
+        chunk = row_group.column(i)
+        if chunk.path_in_schema.split(".")[0] == column:
+            return int(chunk.num_values)
+    return 0
 
 
 def check_schema(schema: pa.Schema, where) -> None:
