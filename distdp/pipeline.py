@@ -57,7 +57,7 @@ EIG_MAX_ITERS, EIG_TOL = 30, 1e-3
 
 #: Variational EM iterations after a non-private spectral fit unless the user says otherwise (``refine``), and the
 #: relative ELBO change that stops them earlier (:func:`refine_em`).
-DEFAULT_REFINE, EM_STOP_TOL = 20, 1e-4
+DEFAULT_REFINE, EM_STOP_TOL = 20, 1e-3
 #: EM iterations a fit runs at least when its spectral stage found fewer than k topics (the split ones must separate).
 FILL_REFINE = 20
 #: Whether EM starts from a symmetric α (Σα/k of the spectral α) instead of the spectral α itself.

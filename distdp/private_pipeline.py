@@ -479,12 +479,12 @@ def _private_whitening(backend, d, k, p, coef, n_hat, m1, m1_var, c2, config, no
     return wh, e2w, rel
 
 
-def _tensor_clip(backend, W, key, config, noise) -> float:
-    """Release 4: histogram of the per-document tensor-norm bounds → C3."""
+def _tensor_clip(backend, W, W_ref, key, config, noise) -> float:
+    """Release 4: histogram of the per-document tensor-norm bounds → C3 (``W_ref``: ``W`` as broadcast to the shards)."""
     r = float(np.sqrt(np.einsum("ij,ij->i", W, W)).max())
     lo, hi, nb = lda_private.TENSOR_GRID
     edges = lda_private.log_grid(lo * r ** 3, hi * r ** 3, nb)
-    hist = _sum(backend.call("private_tensor_bounds", backend.broadcast(W), edges, key))
+    hist = _sum(backend.call("private_tensor_bounds", W_ref, edges, key))
     noisy = noise.add("tensor_bounds", hist, lda_private.HISTOGRAM_SENSITIVITY,
                       note="histogram of B_n ≥ ‖m3_n(W,W,W)‖_F on a grid scaled by max row norm of W (public)")
     return lda_private.quantile_from_histogram(noisy, edges, config.tensor_quantile,
@@ -574,7 +574,7 @@ def fit_spectral_private(backend: Backend, vocab_size: int, params: SpectralPara
     key = matrix_key(W)
     m, gram = W.T @ m1, W.T @ W
     with st.timed("whitened_tensor"):
-        c3 = _tensor_clip(backend, W_ref, key, config, noise)
+        c3 = _tensor_clip(backend, W, W_ref, key, config, noise)
     with st.timed("decomposition"):
         if config.mechanism == "whitened":
             T = _explicit_tensor(backend, W_ref, c3, key, n_hat,

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from scipy import stats
 from scipy.linalg import subspace_angles
 
-from distdp import api, lda, moments, refine
+from distdp import api, lda, moments, pipeline, refine
 from distdp import private_fit as pf
 from distdp.cli import main
 from distdp.private_pipeline import _Noise
@@ -1281,7 +1281,7 @@ def test_cli_private_fit(tmp_path, capsys, monkeypatch):
                  "--seed", "1"]) == 0
     assert main(["fit-lda", str(tmp_path / "c"), "--k", "3", "--out", str(tmp_path / "m"), "--local",
                  "--epsilon", "4", "--delta", "1e-6", "--no-progress", "--unmix", "2", "--whitening", "dense",
-                 "--working-vocab", "auto"]) == 0
+                 "--working-vocab", "auto", "--vocab-public"]) == 0   # make-corpus writes no prepare.json
     assert "privacy: private; epsilon = 4" in capsys.readouterr().out
     info = json.loads((tmp_path / "m" / "model.json").read_text())
     # "auto" on a vocabulary the default's 100·k words already cover: every word, nothing to restart.
@@ -1598,3 +1598,27 @@ def test_working_vocab_restart_branches(corpus_wide, monkeypatch, gate, snr, mad
     assert "1000 most frequent words" in m.info["method"]
     assert m.topic_word.shape == (5, 1200) and (m.topic_word >= 0).all()
     np.testing.assert_allclose(m.topic_word.sum(axis=1), 1.0)
+
+
+class _Handle:
+    """What Ray's broadcast gives the coordinator for a large array: a reference, not the array."""
+
+    def __init__(self, value):
+        self.value = value
+
+
+def test_private_fit_uses_no_broadcast_value_as_an_array(corpus_wide, monkeypatch):
+    # On Ray a broadcast array above 100 kB is an ObjectRef: the coordinator must keep using its own
+    # array. The working vocabulary's restart (1,000 words, W above that size) once handed one to
+    # np.einsum ("too many subscripts for operand 0"), after releases that counted. Here every
+    # broadcast value is an opaque handle that only the shards resolve, on the restart's branch.
+    monkeypatch.setattr(lda_private, "RESTART_TOKEN_SHARE", 1.0)
+    monkeypatch.setattr(lda_private, "restart_snr", lambda plan: 0.0)
+    monkeypatch.setattr(pipeline.LocalBackend, "broadcast", lambda self, value: _Handle(value))
+    real_call = pipeline.LocalBackend.call
+    monkeypatch.setattr(pipeline.LocalBackend, "call", lambda self, method, *args: real_call(
+        self, method, *[a.value if isinstance(a, _Handle) else a for a in args]))
+    m = api.fit_lda(corpus_wide.counts, 5, backend="local", epsilon=4.0, delta=1e-6, seed=0, reproducible=True,
+                    progress=False, coherence=False, working_vocab="auto")
+    assert m.info["corpus"]["working_vocab_restart"]["made"]
+    assert m.topic_word.shape == (5, 1200) and np.isfinite(m.topic_word).all()

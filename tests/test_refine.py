@@ -8,7 +8,8 @@ import scipy.sparse as sp
 from scipy.special import digamma
 
 import distdp
-from distdp import refine
+from distdp import pipeline, refine
+from distdp.shard import Shard
 from distdp.cli import main
 from distdp.io.corpus import write_corpus
 from distdp.synthetic import sample_corpus
@@ -190,3 +191,73 @@ def test_cli_transform_coherence_export(tmp_path, small, capsys):
     write_corpus(tmp_path / "c2", small.counts[:, :50], 1, [f"w{i}" for i in range(50)])
     assert main(["coherence", str(tmp_path / "m"), str(tmp_path / "c2"), "--local"]) == 2
     assert "the corpus has vocabulary size 50 but the model has 60" in capsys.readouterr().err
+
+
+def test_alpha_update_never_lowers_its_objective_and_is_its_maximum():
+    """Minka's Newton steps with halving never lower the ELBO's α terms, and stop at a stationary point.
+
+    Random starts and statistics (seeded): after the update the objective is
+    ≥ its start (to rounding of a sum of ~k·n terms), and its gradient
+    ``n(ψ(Σα) − ψ(α)) + Σ E[log θ]`` is ~0 relative to its terms.
+    """
+    from scipy.special import digamma
+
+    rng = np.random.default_rng(11)
+    for _ in range(20):
+        k, n = int(rng.integers(2, 30)), int(rng.integers(10, 5000))
+        true = rng.gamma(1.0, 0.5, size=k) + 0.01
+        theta = rng.dirichlet(true, size=n)
+        s = np.log(np.maximum(theta, 1e-300)).sum(axis=0)
+        start = rng.gamma(1.0, 1.0, size=k) + 1e-3
+        new = refine.update_alpha(start, s, n)
+        f0, f1 = refine.alpha_objective(start, s, n), refine.alpha_objective(new, s, n)
+        assert f1 >= f0 - 1e-9 * abs(f0)
+        grad = n * (digamma(new.sum()) - digamma(new)) + s
+        assert np.max(np.abs(grad)) <= 1e-5 * np.max(np.abs(s)), grad
+
+
+def test_alpha_update_recovers_a_known_asymmetric_alpha():
+    """From the exact statistic Σ log θ_n of N Dirichlet draws, the update recovers α within 4 standard errors.
+
+    The maximum-likelihood estimate's covariance is the inverse Fisher
+    information over N, ``I = diag(ψ'(α)) − ψ'(α0) 11ᵀ`` (Minka 2000), so
+    each coordinate is within 4·√((I⁻¹)_kk/N) of the truth except with
+    probability ~6e-5 (normal tails); the seed is fixed.
+    """
+    from scipy.special import polygamma
+
+    rng = np.random.default_rng(5)
+    alpha = np.array([0.05, 0.1, 0.2, 0.4, 0.8, 1.6])
+    N = 20_000
+    theta = rng.dirichlet(alpha, size=N)
+    s = np.log(np.maximum(theta, 1e-300)).sum(axis=0)
+    got = refine.update_alpha(np.full(6, alpha.sum() / 6), s, N)
+    fisher = np.diag(polygamma(1, alpha)) - polygamma(1, alpha.sum())
+    se = np.sqrt(np.diag(np.linalg.inv(fisher)) / N)
+    assert np.all(np.abs(got - alpha) <= 4 * se), (got, alpha, se)
+
+
+def test_em_learns_an_asymmetric_alpha_from_documents():
+    """End to end: EM from the true topics, started symmetric, moves α towards a known asymmetric α.
+
+    Documents of 200 tokens (N = 3,000, k = 4, well-separated topics): the
+    posteriors Dir(γ_n) are sharp, so α is estimated nearly as from the θ
+    themselves; VB's E[log θ] under γ = α + counts biases small α upwards
+    by O(1/length) terms. Measured: 0.89–1.03 times the truth (the smallest
+    α lowest). The check is the order of the α and each within a factor
+    1.25 of the truth, which the symmetric start (all equal to Σα/k, 2.2–5.5
+    times off for the smallest) is far from.
+    """
+    rng = np.random.default_rng(2)
+    k, d = 4, 300
+    alpha = np.array([0.1, 0.3, 0.6, 1.2])
+    topics = sample_corpus(10, d, k, rng, topic_concentration=0.05).topic_word
+    c = sample_corpus(3000, d, k, rng, doc_length=200, topic_word=topics, alpha=alpha)
+    be = pipeline.LocalBackend([Shard(c.counts)])
+    start = np.full(k, alpha.sum() / k)
+    em = pipeline.refine_em(be, c.topic_word, start, float(c.counts.sum()), 30, 0.01, learn_alpha=True)
+    got = em.alpha
+    assert list(np.argsort(got)) == list(np.argsort(alpha))
+    assert np.all(got / alpha <= 1.25) and np.all(alpha / got <= 1.25), got
+    elbo = np.array(em.elbo)
+    assert np.all(np.diff(elbo) >= -1e-9 * np.abs(elbo[:-1])), elbo
