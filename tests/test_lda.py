@@ -62,7 +62,7 @@ def test_recovery_on_synthetic_corpus(model, corpus_a):
 def test_implicit_tensor_path_matches_explicit(corpus_a):
     """The implicit path (one T(I,u,u) pass per iteration) gives the explicit path's topics."""
     counts = corpus_a.counts[:4000]
-    kw = dict(alpha0=1.0, backend="local", workers=2, seed=3, progress=False)
+    kw = dict(alpha0=1.0, backend="local", workers=2, seed=3, progress=False, refine=0)
     a = distdp.fit_lda(counts, 10, tensor="explicit", **kw)
     b = distdp.fit_lda(counts, 10, tensor="implicit", **kw)
     np.testing.assert_allclose(a.topic_word, b.topic_word, atol=1e-8)

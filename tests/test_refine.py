@@ -95,7 +95,7 @@ def test_elbo_never_decreases(small):
     m = distdp.fit_lda(small.counts, 4, alpha0=1.0, backend="local", workers=2, seed=1, progress=False,
                        refine=8, eta=0.05)
     elbo = np.array(m.info["refine"]["elbo"])
-    assert len(elbo) == 8
+    assert 2 <= len(elbo) == m.info["refine"]["iterations"] <= 8     # at most 8; the stopping rule may end it sooner
     # allowance: rounding of a sum of ~10⁴ terms of size ~10 (relative 1e-12)
     assert np.all(np.diff(elbo) >= -1e-9 * np.abs(elbo[:-1])), elbo
     assert elbo[-1] > elbo[0]
