@@ -24,11 +24,8 @@ Writes benchmarks/results/refine_quality.json and refine_quality.png.
 from __future__ import annotations
 
 import argparse
-import io
 import json
-import pickle
 import time
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -56,27 +53,10 @@ def _prepare(texts: list[str], max_vocab: int):
 
 
 def _mini_newsgroup() -> list[str]:
-    """gensim's mini_newsgroup: a zlib-compressed pickle of a scikit-learn Bunch (loaded restrictively)."""
-    class Bunch(dict):
-        pass
+    """gensim's mini_newsgroup posts, headers stripped (:mod:`corpora`, the sibling script)."""
+    from corpora import load_texts
 
-    allowed = {("copy_reg", "_reconstructor"), ("__builtin__", "object"), ("__builtin__", "dict"),
-               ("numpy", "ndarray"), ("numpy", "dtype"), ("numpy.core.multiarray", "_reconstruct")}
-
-    class Restricted(pickle.Unpickler):
-        def find_class(self, mod, name):
-            if (mod, name) == ("sklearn.datasets.base", "Bunch"):
-                return Bunch
-            if (mod, name) not in allowed:
-                raise pickle.UnpicklingError(f"{mod}.{name} is not expected in this data file")
-            if mod == "numpy.core.multiarray":
-                return np._core.multiarray._reconstruct
-            return super().find_class(mod, name)
-
-    raw = zlib.decompress(Path(_gensim_data("mini_newsgroup")).read_bytes())
-    bunch = Restricted(io.BytesIO(raw), encoding="latin1").load()
-    data = dict(bunch) or bunch.__dict__
-    return [t.split("\n\n", 1)[-1] for t in data["data"]]  # drop the headers
+    return load_texts("newsgroups")
 
 
 def load(name: str):
