@@ -172,7 +172,7 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
             delta: float | None = None, mechanism: str = "auto", refine_budget: float | None = None,
             length_cap: int = 100, reproducible: bool = False, public_corpus=None,
             working_vocab: int | str | None = None, unmix: int | None = None, declared_bounds=None,
-            whitening: str | None = None, **solver) -> LDAModel:
+            whitening: str | None = None, vocab_public: bool = False, **solver) -> LDAModel:
     """Fit a spectral LDA (or single-topic) model, optionally refined by variational EM.
 
     Parameters
@@ -270,6 +270,13 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
         (:class:`distdp.privacy.lda_dense.DeclaredBounds`, or its text form
         ``"sigma_k=…,gap=…,sigma_1=…,m3_norm=…"``), checked by a private
         test; the fit is then proven private instead of a paper claim.
+    vocab_public : bool
+        Private fits: declare that the corpus's vocabulary was not chosen from its documents. Only
+        ``prepare.json`` (written by ``distdp prepare``) records where a vocabulary came from; a private
+        fit of a corpus without it is refused unless this is given (the guarantee then rests on the
+        declaration, recorded in ``privacy.vocabulary``), and it is an error where ``prepare.json``
+        says the words were chosen from the text (:func:`distdp.private_fit.vocabulary_entry`). A count
+        matrix's columns are the caller's and are treated as public.
     **solver
         Further :class:`distdp.pipeline.SpectralParams` fields (``eigensolver``,
         ``eig_iters``, ``eig_tol``, ``oversample``, ``tensor``, ``method``, ``n_restarts``, ``n_iters``).
@@ -291,11 +298,11 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
             progress=progress, cpus_per_worker=cpus_per_worker, epsilon=epsilon, delta=delta, mechanism=mechanism,
             refine_budget=refine_budget, length_cap=length_cap, reproducible=reproducible,
             public_corpus=public_corpus, coherence=coherence, t_start=t_start, working_vocab=working_vocab,
-            unmix=unmix, declared_bounds=declared_bounds, whitening=whitening, **solver)
+            unmix=unmix, declared_bounds=declared_bounds, whitening=whitening, vocab_public=vocab_public, **solver)
     if (reproducible or working_vocab is not None or unmix is not None or declared_bounds is not None
-            or whitening is not None):
-        raise ValueError("reproducible, working_vocab, unmix, whitening and declared_bounds apply to private fits "
-                         "only (give epsilon and delta)")
+            or whitening is not None or vocab_public):
+        raise ValueError("reproducible, working_vocab, unmix, whitening, declared_bounds and vocab_public apply to "
+                         "private fits only (give epsilon and delta)")
     if refine and model != "lda":
         raise ValueError("refine (variational EM) applies to model='lda' only")
     refine = (pipeline.DEFAULT_REFINE if model == "lda" else 0) if refine is None else refine

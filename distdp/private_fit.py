@@ -11,14 +11,12 @@ private. Every release is recorded in one ledger, accounted with PLD
 from __future__ import annotations
 
 import dataclasses
-import json
-import time
 
 import numpy as np
 import scipy.sparse as sp
 
 from distdp import pipeline, private_pipeline
-from distdp.io import corpus as cio
+from distdp.io.prepare import check_delta_for_n_docs, read_prepare_json, vocabulary_provenance
 from distdp.lda import LDAModel
 from distdp.privacy import lda_private, mechanisms
 from distdp.privacy.ledger import PrivacyLedger, Release
@@ -45,6 +43,12 @@ UNMIX_GRAM_SHARE = 0.1
 SCAN_BUDGET = 0.02
 
 UNIT = "one document; neighbouring corpora replace one document by another (the number of documents is public)"
+
+#: What a private ``model.json`` leaves out (its ``privacy.not_released``): the non-private fit's ``timings_s``
+#: and ``resources`` are unnoised functions of the data. The CLI prints the fit's wall time on the terminal of
+#: whoever runs it (the data holder); the released file does not carry it.
+NOT_RECORDED = ("wall times and resource use (timings_s, resources: stage and total times, per-actor peak memory "
+                "and read times, bytes per round): unnoised functions of the data, left out of a private model.json")
 
 ASSUMPTIONS = {
     "whitened": [
@@ -84,27 +88,91 @@ def check_private_args(epsilon, delta, seed, reproducible: bool, refine: int, re
         raise ValueError(f"length_cap must be an integer ≥ 1, got {length_cap!r}")
 
 
-def vocabulary_entry(corpus) -> tuple[dict, Release | None, float]:
-    """What the corpus's ``prepare.json`` says about its vocabulary: (report, release to add, extra δ).
+#: Why a vocabulary keeps a fit from being private, by provenance (:func:`vocabulary_entry`).
+VOCAB_NOT_PRIVATE = {
+    "built": "vocabulary built from this corpus without DP",
+    "unknown": "vocabulary of unknown provenance (no prepare.json; not declared public)",
+    "dp_seeded": "vocabulary selected with seeded (reproducible) noise",
+}
 
-    A vocabulary selected with DP (``vocabulary_privacy.release``) joins the
-    ledger and its thresholding δ the total δ; one built from the text
-    without DP is reported as not covered by the guarantee.
+
+def vocabulary_entry(corpus, vocab_public: bool = False,
+                     reproducible: bool = False) -> tuple[dict, Release | None, float]:
+    """Where the vocabulary came from: (report, release to add, extra δ), from the corpus's ``prepare.json``.
+
+    - A DP selection (``vocabulary_privacy.release``) joins the ledger and its
+      thresholding δ the total δ.
+    - One built from the text without DP is reported as not covered: the fit is not private.
+    - A public vocabulary file given to ``prepare`` is public.
+    - No ``prepare.json`` (or one that does not say): the provenance is unknown, and only the caller
+      can say it is public (``vocab_public=True``); without that declaration a private fit is refused
+      before any release (a reproducible fit, not private anyway, goes on and reports it unknown).
+    - A count matrix: its columns are the caller's, treated as public (``vocab_public`` records the
+      declaration explicitly).
+
+    The report's ``provenance`` is ``"public"``, ``"declared_public"``, ``"matrix"``, ``"dp"``,
+    ``"built"`` or ``"unknown"``; ``not_private`` (when present) says why the vocabulary keeps the
+    fit from being private.
+
+    Raises
+    ------
+    ValueError
+        Unknown provenance without ``vocab_public`` in a private fit (naming the corpus and the two
+        ways out); ``vocab_public`` with a ``prepare.json`` that says the vocabulary was chosen from
+        this corpus's text.
     """
     if sp.issparse(corpus) or isinstance(corpus, np.ndarray):
-        return {"source": "given by the caller (treated as public)"}, None, 0.0
-    text = cio.corpus_sidecar(corpus, "prepare.json")
-    meta = json.loads(text) if text is not None else {}
-    info = meta.get("vocabulary_privacy")
-    if info and "release" in info:
-        report = {"source": "selected from this corpus with a DP mechanism",
+        if vocab_public:
+            return {"source": "declared public by the caller (vocab_public=True)", "provenance": "declared_public"}, \
+                None, 0.0
+        return ({"source": "given by the caller as a count matrix (its columns treated as public)",
+                 "provenance": "matrix"}, None, 0.0)
+    meta = read_prepare_json(corpus)
+    kind = vocabulary_provenance(meta)
+    if vocab_public and kind in ("dp", "built"):
+        raise ValueError(f"{corpus}: its prepare.json says the vocabulary was "
+                         + ("selected from this corpus's text with DP (its release joins the fit's ledger)"
+                            if kind == "dp" else "built from this corpus's text")
+                         + ": it cannot be declared public; drop vocab_public (--vocab-public)")
+    if kind == "dp":
+        info = meta["vocabulary_privacy"]
+        report = {"source": "selected from this corpus with a DP mechanism", "provenance": "dp",
                   **{k: v for k, v in info.items() if k != "release"}}
+        if not info.get("private", True):
+            report["not_private"] = VOCAB_NOT_PRIVATE["dp_seeded"]
         return report, Release.from_dict(info["release"]), float(info.get("delta_threshold", 0.0))
-    if meta.get("vocab_from_private_data"):
+    if kind == "built":
         return ({"source": "built from this (private) corpus WITHOUT differential privacy: the guarantee does "
                            "not cover the vocabulary; use a public vocabulary (prepare --vocab) or a DP selection",
-                 "vocab_from_private_data": True}, None, 0.0)
-    return {"source": "public (not built from this corpus)"}, None, 0.0
+                 "provenance": "built", "vocab_from_private_data": True, "not_private": VOCAB_NOT_PRIVATE["built"]},
+                None, 0.0)
+    if kind == "public":
+        return ({"source": f"public: {meta.get('vocab_source', 'a vocabulary file given to prepare')} "
+                           "(prepare.json; not built from this corpus)", "provenance": "public"}, None, 0.0)
+    if vocab_public:
+        return ({"source": "declared public by the caller (vocab_public=True, --vocab-public): no prepare.json "
+                           "records where it came from, and the guarantee rests on this declaration",
+                 "provenance": "declared_public"}, None, 0.0)
+    if reproducible:
+        return ({"source": "unknown: no prepare.json records where this corpus's vocabulary came from",
+                 "provenance": "unknown", "not_private": VOCAB_NOT_PRIVATE["unknown"]}, None, 0.0)
+    raise ValueError(
+        f"{corpus}: no prepare.json records where this corpus's vocabulary came from (a corpus written by another "
+        "tool, or copied without it), and a vocabulary chosen from the corpus's own text would release "
+        "information the privacy guarantee does not cover. Either declare it public if it was not chosen from "
+        "these documents (--vocab-public; vocab_public=True), or make the corpus with distdp prepare and a DP "
+        "vocabulary (--dp-vocab-epsilon E --dp-vocab-delta D) or a public one (--vocab FILE). Nothing was "
+        "released.")
+
+
+def check_delta_documents(delta: float, vocab_delta: float, n_docs: int) -> None:
+    """Refuse δ ≥ 1/N, and a total δ (``delta`` plus a DP vocabulary's thresholding δ, ``vocab_delta``)
+    ≥ 1/N, N the number of documents (public: replace-one neighbours; :func:`distdp.io.prepare.check_delta_for_n_docs`)."""
+    check_delta_for_n_docs(delta, n_docs, "delta (--delta)")
+    if vocab_delta:
+        check_delta_for_n_docs(delta + vocab_delta, n_docs, "total delta",
+                               f" (the fit's {delta:g} + the DP vocabulary's thresholding {vocab_delta:g}, "
+                               "recorded in prepare.json)")
 
 
 def resolve_refinement(d: int, k: int, refine=None, unmix=None, refine_budget=None,
@@ -162,8 +230,12 @@ def fit_lda_private(corpus, k: int, *, alpha0: float, model: str, vocab, vocab_s
                     seed, refine: int, eta, out, overwrite: bool, progress: bool, cpus_per_worker,
                     epsilon, delta, mechanism: str, refine_budget, length_cap: int, reproducible: bool,
                     public_corpus, coherence: bool, t_start: float, working_vocab=None, unmix=None,
-                    declared_bounds=None, whitening=None, **solver) -> LDAModel:
+                    declared_bounds=None, whitening=None, vocab_public: bool = False, **solver) -> LDAModel:
     """The private branch of :func:`distdp.api.fit_lda` (same parameters).
+
+    The vocabulary's provenance is settled before any release (:func:`vocabulary_entry`), and δ (with a DP
+    vocabulary's thresholding δ) is checked against 1/N (:func:`check_delta_documents`) before the first
+    one. ``model.json`` records no wall time or resource use (:data:`NOT_RECORDED`): ``t_start`` is not used.
 
     With a scalable mechanism, ``refine``, ``unmix``, ``refine_budget`` and
     ``working_vocab`` default as :func:`resolve_refinement` says (two
@@ -195,12 +267,13 @@ def fit_lda_private(corpus, k: int, *, alpha0: float, model: str, vocab, vocab_s
     check_solver_args(params, mech)
     rng = np.random.default_rng(seed) if reproducible else mechanisms.private_generator()
     ledger = PrivacyLedger(private=not reproducible)
-    vocab_report, vocab_release, vocab_delta = vocabulary_entry(corpus)
+    vocab_report, vocab_release, vocab_delta = vocabulary_entry(corpus, vocab_public, reproducible)
     update, close = api._progress_bar(progress)
     eta = 1.0 / k if eta is None else float(eta)
     with api.open_corpus(corpus, vocab=vocab, vocab_size=vocab_size, workers=workers, backend=backend,
                          address=address, cpus_per_worker=cpus_per_worker) as oc:
         params.validate(oc.vocab_size)
+        check_delta_documents(delta, vocab_delta, int(sum(oc.backend.call("row_count"))))
         try:
             if mech in DENSE:
                 fit = _fit_dense(oc, params, mech, epsilon, delta, rng, reproducible, declared_bounds)
@@ -208,7 +281,6 @@ def fit_lda_private(corpus, k: int, *, alpha0: float, model: str, vocab, vocab_s
                 r = resolve_refinement(oc.vocab_size, k, refine, unmix, refine_budget, working_vocab)
                 config = spectral_config(epsilon, delta, r, mech, length_cap, whitening)
                 fit = _fit_scalable(oc, params, config, rng, ledger, r, eta, update)
-            resources = oc.resources()
         finally:
             close()
     spent = fit["ledger"].check_budget(epsilon, delta)
@@ -219,7 +291,7 @@ def fit_lda_private(corpus, k: int, *, alpha0: float, model: str, vocab, vocab_s
         npmi = api.coherence(LDAModel(fit["topic_word"], fit["alpha"], 0.0, model, oc.vocab, {}), public_corpus,
                              backend=backend, address=address)["per_topic"]
     info = _report(fit, oc, params, mech, epsilon, delta, spent, seed, reproducible, length_cap, eta, backend,
-                   vocab_report, vocab_delta, resources, t_start)
+                   vocab_report, vocab_delta)
     if npmi is not None:
         info["coherence"] = {"measure": "NPMI", "top_n": api.COHERENCE_TOP_N, "corpus": f"declared public: {public_corpus}",
                              "mean": float(npmi.mean()), "per_topic": npmi}
@@ -305,15 +377,27 @@ def _method(mech: str, r: private_pipeline.Refinement | None, d: int) -> str:
             + (f" + {_plural(r.refine, 'private variational EM iteration')} on every word" if r.refine else ""))
 
 
+def not_private_reasons(guarantee: str, noise_private: bool, vocab_report: dict) -> list[str]:
+    """Why a private-mode fit is not private (empty when it is): its mechanism's guarantee, seeded noise,
+    the vocabulary's provenance (:func:`vocabulary_entry`)."""
+    reasons = []
+    if guarantee != "proven":
+        reasons.append(guarantee)
+    elif not noise_private:
+        reasons.append("reproducible (seeded) noise")
+    if vocab_report.get("not_private"):
+        reasons.append(vocab_report["not_private"])
+    return reasons
+
+
 def _report(fit, oc, params, mech, epsilon, delta, spent, seed, reproducible, length_cap, eta, backend,
-            vocab_report, vocab_delta, resources, t_start) -> dict:
+            vocab_report, vocab_delta) -> dict:
     ledger: PrivacyLedger = fit["ledger"]
     r: private_pipeline.Refinement | None = fit.get("refinement")
     total_delta = delta + vocab_delta
+    reasons = not_private_reasons(fit["guarantee"], ledger.private, vocab_report)
     privacy = {
-        "private": bool(ledger.private and fit["guarantee"] == "proven"
-                        and not vocab_report.get("vocab_from_private_data", False)
-                        and vocab_report.get("private", True)),
+        "private": not reasons,
         "guarantee": fit["guarantee"], "mechanism": mech, "unit": UNIT,
         "requested": {"epsilon": epsilon, "delta": delta},
         # The vocabulary's thresholding adds its δ on top of the ledger's (ε, δ) (distdp.privacy.vocabulary).
@@ -323,9 +407,11 @@ def _report(fit, oc, params, mech, epsilon, delta, spent, seed, reproducible, le
         "noise_source": "seeded generator (reproducible, NOT private)" if reproducible else "OS entropy",
         "vocabulary": vocab_report, "assumptions": fit["assumptions"],
         "not_released": ["per-document γ/φ", "evidence lower bound", "exact document and token counts",
-                         "coherence on the training corpus"],
+                         "coherence on the training corpus", NOT_RECORDED],
         "ledger": [rel.to_dict() for rel in ledger.releases],
     }
+    if reasons:
+        privacy["not_private_because"] = reasons
     if ledger.delta_reserved:  # a propose-test-release check: part of δ, outside the events
         privacy["delta_reserved"] = ledger.delta_reserved
     stats = ({**fit["spectral"].result.stats, "vocab_size": oc.vocab_size} if "spectral" in fit else
@@ -343,8 +429,6 @@ def _report(fit, oc, params, mech, epsilon, delta, spent, seed, reproducible, le
                        "length_cap": length_cap, "epsilon": epsilon, "delta": delta, "mechanism": mech,
                        "working_vocab": r.working_vocab if r else None, "norm_cap": fit.get("norm_cap")},
         "corpus": {"source": oc.source, **stats},
-        "timings_s": {"read": oc.read_seconds, "total": time.perf_counter() - t_start},
-        "resources": resources,
         "privacy": privacy,
     }
     if "spectral" in fit:

@@ -45,7 +45,8 @@ def register(sub) -> None:
         "the --max-vocab largest; exclusive with --vocab. A later private fit adds this release to its ledger.")
     dp.add_argument("--dp-vocab-epsilon", type=float, help="epsilon of the vocabulary selection")
     dp.add_argument("--dp-vocab-delta", type=float, help="delta of the vocabulary selection (half for the threshold, "
-                    "half for the noise); required with --dp-vocab-epsilon")
+                    "half for the noise); required with --dp-vocab-epsilon; must be below 1/N (N documents), and "
+                    "a later private fit's delta plus this half below 1/N too")
     dp.add_argument("--max-words-per-doc", type=int, help="public cap L0 on the distinct words one document "
                     "contributes (default 100)")
     dp.add_argument("--seed", type=int, help="seed the selection noise (needs --reproducible; NOT private)")

@@ -60,7 +60,8 @@ def register(sub) -> None:
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     d = p.add_argument_group("differential privacy (one document, replace-one neighbours)")
     d.add_argument("--epsilon", type=float, help="make the fit (epsilon, delta)-DP")
-    d.add_argument("--delta", type=float, help="δ of the guarantee (required with --epsilon)")
+    d.add_argument("--delta", type=float,
+                   help="δ of the guarantee (required with --epsilon; below 1/N, N the number of documents)")
     d.add_argument("--mechanism", default="auto",
                    choices=["auto", "whitened", "power", "config1", "config1-paper", "config2", "config3",
                             "config4", "agn", "avn"],
@@ -93,6 +94,11 @@ def register(sub) -> None:
     d.add_argument("--reproducible", action="store_true",
                    help="allow --seed in private mode: the result is then reported as NOT private")
     d.add_argument("--public-corpus", help="corpus declared public on which a private fit's coherence is measured")
+    d.add_argument("--vocab-public", action="store_true",
+                   help="declare that the corpus's vocabulary was not chosen from its documents: needed for a "
+                        "private fit of a corpus without prepare.json (written by another tool), whose "
+                        "vocabulary's provenance is otherwise unknown; recorded in model.json. An error where "
+                        "prepare.json says the words came from the text")
     p.set_defaults(func=run)
 
     def model_command(name, help_text, func):
@@ -118,8 +124,11 @@ def register(sub) -> None:
 
 def run(args) -> int:
     """Fit, save and print the top words."""
+    import time
+
     from distdp.api import fit_lda
 
+    t0 = time.perf_counter()
     model = fit_lda(args.corpus, args.k, alpha0=args.alpha0, model=args.model, vocab=args.vocab,
                     vocab_size=args.vocab_size, workers=args.workers, address=args.address,
                     backend="local" if args.local else ("ray" if args.ray else "auto"), seed=args.seed, out=args.out,
@@ -129,15 +138,20 @@ def run(args) -> int:
                     epsilon=args.epsilon, delta=args.delta, mechanism=args.mechanism,
                     refine_budget=args.refine_budget, length_cap=args.length_cap, reproducible=args.reproducible,
                     public_corpus=args.public_corpus, working_vocab=args.working_vocab, unmix=args.unmix,
-                    declared_bounds=args.declared_bounds, whitening=args.whitening)
+                    declared_bounds=args.declared_bounds, whitening=args.whitening, vocab_public=args.vocab_public)
+    elapsed = time.perf_counter() - t0
     print(model.format_top_words(), end="")
-    t = model.info["timings_s"]
+    t = model.info.get("timings_s")
     used = model.info["corpus"].get("n_docs_used", model.info["corpus"].get("n_docs"))
-    print(f"wrote {args.out}  ({used} documents; "
-          f"fit {t['total'] - t['read']:.2f}s after {t['read']:.2f}s starting workers and reading)")
+    if t is not None:
+        took = f"fit {t['total'] - t['read']:.2f}s after {t['read']:.2f}s starting workers and reading"
+    else:   # a private fit: wall times depend on the data, so model.json leaves them out (privacy.not_released)
+        took = f"{elapsed:.2f}s in all; wall times are not saved in a private model.json"
+    print(f"wrote {args.out}  ({used} documents; {took})")
     pv = model.info["privacy"]
     if "epsilon" in pv:
-        status = "private" if pv["private"] else f"NOT private ({pv['guarantee']})"
+        status = ("private" if pv["private"]
+                  else f"NOT private ({'; '.join(pv.get('not_private_because') or [pv['guarantee']])})")
         print(f"privacy: {status}; epsilon = {pv['epsilon']:.4g} at delta = {pv['delta']:.3g} "
               f"({pv['mechanism']}, {len(pv['ledger'])} ledger entries in model.json)")
     return 0

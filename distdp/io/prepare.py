@@ -50,7 +50,16 @@ the noisy document frequencies the selection releases (a released word whose
 noisy frequency exceeds ``max_df × N`` is dropped before the ``max_vocab``
 cut): post-processing, as N is public, so it costs no privacy. ``prepare.json`` then
 records the release under ``vocabulary_privacy`` and a later fit composes it
-(:func:`vocabulary_privacy`).
+(:func:`vocabulary_privacy`). The selection's δ must be below 1/N
+(:func:`check_delta_for_n_docs`); its messages give no exact token count, and
+a text without words is not refused before the selection (which then releases
+too few words and fails as any such selection does).
+
+Only ``prepare.json`` tells where a corpus's vocabulary came from
+(:func:`vocabulary_provenance`): a corpus without it (written by another tool,
+or copied without it) has a vocabulary of unknown provenance, which a private
+fit refuses unless the caller declares it public
+(:func:`distdp.private_fit.vocabulary_entry`).
 
 ``prepare.json`` keys about the vocabulary:
 
@@ -224,11 +233,12 @@ def _cjk_bigrams(runs: pa.Array, run_doc: np.ndarray) -> tuple[np.ndarray, pa.Ar
     return np.repeat(run_doc, count), tokens
 
 
-def _warn_unsegmented(tokens: pa.Array, lengths: pa.Array, n_runs: int) -> None:
+def _warn_unsegmented(tokens: pa.Array, lengths: pa.Array, n_runs: int, exact_counts: bool = True) -> None:
     """One warning naming the scripts of :data:`_UNSEGMENTED_SCRIPTS` whose long tokens look like phrases.
 
     ``tokens`` (before the length and stop-word filters) and their ``lengths`` in characters: the words of the
-    text but its CJK runs, of which there are ``n_runs``.
+    text but its CJK runs, of which there are ``n_runs``. ``exact_counts=False`` (a DP vocabulary selection)
+    leaves the exact token counts out of the message: it names the scripts and the public 1% threshold only.
     """
     long = pc.greater(lengths, _UNSEGMENTED_LENGTH)
     if not pc.any(long).as_py():
@@ -242,20 +252,27 @@ def _warn_unsegmented(tokens: pa.Array, lengths: pa.Array, n_runs: int) -> None:
     found = [(script, k) for script, k in found if k and k >= _UNSEGMENTED_SHARE * n_tokens]
     if found:
         names = " and ".join(s for s, _ in found)
-        counts = " and ".join(f"{k} in {s}" for s, k in found)
-        warnings.warn(f"{names} text looks unsegmented: of the {n_tokens} tokens, {counts} "
-                      f"{'is' if sum(k for _, k in found) == 1 else 'are'} longer than {_UNSEGMENTED_LENGTH} "
-                      f"characters (phrases, not words). {names} {'are' if len(found) > 1 else 'is'} written "
-                      "without spaces between words: the text should be segmented into space-separated words "
-                      "first (with a word segmenter for the language)", UserWarning, stacklevel=3)
+        if exact_counts:
+            counts = " and ".join(f"{k} in {s}" for s, k in found)
+            share = (f"of the {n_tokens} tokens, {counts} {'is' if sum(k for _, k in found) == 1 else 'are'} "
+                     f"longer than {_UNSEGMENTED_LENGTH} characters")
+        else:     # a DP selection: no exact counts of the private text in its messages
+            share = (f"at least {_UNSEGMENTED_SHARE:.0%} of the tokens are {names} tokens longer than "
+                     f"{_UNSEGMENTED_LENGTH} characters (exact counts left out: the text is private)")
+        warnings.warn(f"{names} text looks unsegmented: {share} (phrases, not words). {names} "
+                      f"{'are' if len(found) > 1 else 'is'} written without spaces between words: the text should "
+                      "be segmented into space-separated words first (with a word segmenter for the language)",
+                      UserWarning, stacklevel=3)
 
 
-def tokenize(text: pa.Array, min_length: int = 3, stop: list[str] | None = None) -> tuple[np.ndarray, pa.Array]:
+def tokenize(text: pa.Array, min_length: int = 3, stop: list[str] | None = None,
+             exact_counts: bool = True) -> tuple[np.ndarray, pa.Array]:
     """(document index of each token, tokens): the module docstring's tokenisation, vectorised in pyarrow.
 
     The words of all documents in text order, then the CJK bigrams of all documents in text order (a bag of
     words: ``doc_of`` is not sorted when both occur). Warns (``UserWarning``, once) about text in Thai, Lao,
-    Khmer or Myanmar that looks unsegmented (module docstring).
+    Khmer or Myanmar that looks unsegmented (module docstring); with ``exact_counts=False`` (a DP vocabulary
+    selection) the warning gives no exact token counts.
     """
     if isinstance(text, pa.ChunkedArray):
         text = text.combine_chunks()
@@ -273,7 +290,7 @@ def tokenize(text: pa.Array, min_length: int = 3, stop: list[str] | None = None)
         pieces, doc_of = pc.filter(pieces, pa.array(~cjk)), doc_of[~cjk]
     written, tokens = _forms(pieces)
     lengths = pc.utf8_length(tokens)
-    _warn_unsegmented(tokens, lengths, 0 if runs is None else len(runs))
+    _warn_unsegmented(tokens, lengths, 0 if runs is None else len(runs), exact_counts)
     keep = _kept(written, tokens, min_length, stop, lengths)
     doc_of, tokens = doc_of[keep], pc.filter(tokens, pa.array(keep))
     if runs is not None and len(runs):
@@ -412,6 +429,26 @@ def dp_vocab_options(epsilon=None, delta=None, max_words_per_doc=None, seed=None
         raise ValueError("a seed makes the vocabulary noise reproducible, and then the selection is not private: "
                          "pass both --seed S and --reproducible, or neither")
     return DPVocabOptions(epsilon, delta, int(l0), None if seed is None else int(seed))
+
+
+def check_delta_for_n_docs(delta: float, n_docs: int, name: str = "delta", detail: str = "") -> float:
+    """Refuse ``delta ≥ 1/N`` (N = ``n_docs``, the public number of documents).
+
+    An (ε, δ) guarantee with δ ≥ 1/N allows publishing a whole document: the mechanism that releases each
+    document outright with probability δ is (0, δ)-DP and releases δ·N ≥ 1 of them on average. ``detail``
+    is added to the message (e.g. how a total δ is made up).
+
+    Raises
+    ------
+    ValueError
+        Naming ``name``, δ, N and 1/N.
+    """
+    n = int(n_docs)
+    if n >= 1 and delta >= 1.0 / n:
+        raise ValueError(f"{name}: delta = {delta:g}{detail} is not below 1/N = 1/{n} = {1.0 / n:.3g} (N = {n} "
+                         "documents): a guarantee with delta ≥ 1/N allows publishing whole documents (releasing "
+                         "each with probability delta is (0, delta)-DP); choose delta well below 1/N")
+    return delta
 
 
 #: Text inputs ``prepare`` reads: parquet, and CSV/TSV (optionally compressed; pyarrow infers it from the name).
@@ -608,8 +645,9 @@ def select_vocab_dp(doc_of: np.ndarray, tokens: pa.Array, max_vocab: int, option
     if len(sel.words) < 2:
         raise BudgetNotMetError(f"the DP vocabulary selection released {len(sel.words)} word(s) (noise sigma "
                                 f"{sel.sigma:.3g}, threshold {sel.threshold:.3g} documents): the corpus is too small "
-                                "for this budget; raise --dp-vocab-epsilon/--dp-vocab-delta, lower "
-                                "--max-words-per-doc, or give a public --vocab.")
+                                "for this budget (or holds too few words: is --text-column the text?); raise "
+                                "--dp-vocab-epsilon/--dp-vocab-delta, lower --max-words-per-doc, or give a "
+                                "public --vocab.")
     return sel
 
 
@@ -642,9 +680,13 @@ def prepare_counts(text: pa.Array, doc_ids: np.ndarray, vocab: list[str] | None 
     if vocab is not None and dp_vocab is not None:
         raise ValueError("a public vocabulary and a DP vocabulary selection are mutually exclusive")
     max_df = check_max_df_option(max_df, vocab)
+    if dp_vocab is not None:     # N = len(text) is public (replace-one neighbours)
+        check_delta_for_n_docs(dp_vocab.delta, len(text), "--dp-vocab-delta")
     stop = stop_words()
-    doc_of, tokens = tokenize(text, min_length, stop)
-    if len(tokens) == 0:
+    doc_of, tokens = tokenize(text, min_length, stop, exact_counts=dp_vocab is None)
+    if len(tokens) == 0 and dp_vocab is None:
+        # A DP selection goes on: on a text without words it releases no word and fails as any selection
+        # that releases too few does (a function of its noisy release, not of the exact text).
         raise ValueError(f"the text holds no words: no token of ≥ {min_length} letters that is not a stop word "
                          f"in {len(text)} document(s) (is it the right --text-column?)")
     from_data = vocab is None
@@ -767,13 +809,54 @@ def prepare(input_path: str | Path, text_column: str, out: str | Path, vocab: st
     return prepared
 
 
+def read_prepare_json(corpus: str | Path) -> dict | None:
+    """A corpus's ``prepare.json`` (in its directory, or beside a corpus file; local or by URI), or None.
+
+    Raises
+    ------
+    ValueError
+        ``prepare.json`` is not a valid JSON object (naming the corpus).
+    """
+    text = cio.corpus_sidecar(corpus, PREPARE_JSON)
+    if text is None:
+        return None
+    try:
+        meta = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{corpus}: its {PREPARE_JSON} is not valid JSON ({exc})") from None
+    if not isinstance(meta, dict):
+        raise ValueError(f"{corpus}: its {PREPARE_JSON} is not a JSON object")
+    return meta
+
+
+def vocabulary_provenance(meta: dict | None) -> str:
+    """Where a corpus's vocabulary came from, as its ``prepare.json`` (``meta``, or None) records it.
+
+    ``"dp"``: selected from the text with DP (``vocabulary_privacy`` holds its ``release``);
+    ``"built"``: chosen from the text without DP (``vocab_from_private_data`` true);
+    ``"public"``: a vocabulary file given to ``prepare`` (``vocab_from_private_data`` false);
+    ``"unknown"``: no ``prepare.json`` (a corpus written by another tool, or copied without it), or one
+    that does not say. Nothing but ``prepare.json`` can tell: the words themselves do not.
+    """
+    if not meta:
+        return "unknown"
+    if "release" in (meta.get("vocabulary_privacy") or {}):
+        return "dp"
+    flag = meta.get("vocab_from_private_data")
+    if flag is True:
+        return "built"
+    if flag is False:
+        return "public"
+    return "unknown"
+
+
 def vocabulary_privacy(corpus_dir: str | Path) -> dict | None:
     """What a fit must know about a corpus's vocabulary, from its ``prepare.json``.
 
     Parameters
     ----------
     corpus_dir : path
-        The corpus directory (or one of its parquet files: its directory is used).
+        The corpus directory (or one of its parquet files: its directory is used), local or by URI.
 
     Returns
     -------
@@ -784,24 +867,20 @@ def vocabulary_privacy(corpus_dir: str | Path) -> dict | None:
           ``private`` is false when the selection noise was seeded).
         - Vocabulary built from the data without DP:
           ``{"vocab_from_private_data": True, "private": False}``.
-        - ``None``: public vocabulary, or no ``prepare.json`` (a corpus not made
-          by ``prepare``; its vocabulary is the caller's responsibility).
+        - ``None``: public vocabulary, or no ``prepare.json``. The two differ
+          for a private fit (:func:`vocabulary_provenance`: ``"public"`` or
+          ``"unknown"``; a fit refuses the latter unless the vocabulary is
+          declared public, :func:`distdp.private_fit.vocabulary_entry`).
 
     Raises
     ------
     ValueError
         ``prepare.json`` is not valid JSON.
     """
-    root = Path(corpus_dir)
-    path = (root if root.is_dir() else root.parent) / PREPARE_JSON
-    if not path.is_file():
-        return None
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: not valid JSON ({exc})") from None
-    if "vocabulary_privacy" in meta:
+    meta = read_prepare_json(corpus_dir)
+    kind = vocabulary_provenance(meta)
+    if kind == "dp":
         return dict(meta["vocabulary_privacy"])
-    if meta.get("vocab_from_private_data", False):
+    if kind == "built":
         return {"vocab_from_private_data": True, "private": False}
     return None
