@@ -1281,9 +1281,11 @@ def test_cli_private_fit(tmp_path, capsys, monkeypatch):
                  "--seed", "1"]) == 0
     assert main(["fit-lda", str(tmp_path / "c"), "--k", "3", "--out", str(tmp_path / "m"), "--local",
                  "--epsilon", "4", "--delta", "1e-6", "--no-progress", "--unmix", "2", "--whitening", "dense",
-                 "--working-vocab", "auto", "--vocab-public"]) == 0   # make-corpus writes no prepare.json
+                 "--working-vocab", "auto"]) == 0
     assert "privacy: private; epsilon = 4" in capsys.readouterr().out
     info = json.loads((tmp_path / "m" / "model.json").read_text())
+    # make-corpus's prepare.json says its synthetic words are public: no --vocab-public needed
+    assert info["privacy"]["vocabulary"]["provenance"] == "public"
     # "auto" on a vocabulary the default's 100·k words already cover: every word, nothing to restart.
     assert info["parameters"]["working_vocab"] == 150 and "working_vocab_restart" not in info["corpus"]
     with pytest.raises(SystemExit):

@@ -73,9 +73,14 @@ def run_make_corpus(args) -> int:
         np.save(path / "theta.npy", c.theta.astype(np.float32))
         (path / "params.json").write_text(json.dumps(meta, indent=2) + "\n")
 
+    def provenance(path):   # the synthetic words w0, w1, … are fixed before any document: public
+        path.write_text(json.dumps({"vocab_from_private_data": False,
+                                    "vocab_source": f"make-corpus's synthetic words w0…w{args.vocab_size - 1}"},
+                                   indent=2, ensure_ascii=False) + "\n")
+
     vocab = [f"w{i}" for i in range(args.vocab_size)]
     write_corpus(args.out, c.counts, args.shards, vocab, [f"doc{i}" for i in range(args.docs)],
-                 {"truth": truth}, overwrite=args.overwrite)
+                 {"truth": truth, "prepare.json": provenance}, overwrite=args.overwrite)
     print(f"wrote {args.out}: {args.docs} documents, {int(c.counts.sum())} tokens, d={args.vocab_size}, "
           f"k={args.topics}, {args.shards} shard(s)")
     return 0
