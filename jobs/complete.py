@@ -9,7 +9,7 @@ sweeps as Ray tasks use :mod:`distdp.completion.parallel` (or
 """
 import sys
 
-from distdp.cli import main
+from entrypoint import run
 
 if __name__ == "__main__":
-    sys.exit(main(["complete", *sys.argv[1:]]))
+    sys.exit(run("complete"))

@@ -5,7 +5,7 @@ held by shard actors of the cluster the job runs on.
 """
 import sys
 
-from distdp.cli import main
+from entrypoint import run
 
 if __name__ == "__main__":
-    sys.exit(main(["decompose", *sys.argv[1:]]))
+    sys.exit(run("decompose"))

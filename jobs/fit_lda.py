@@ -8,7 +8,7 @@ Inside a Ray job, ``ray.init()`` attaches to the job's cluster, so no
 """
 import sys
 
-from distdp.cli import main
+from entrypoint import run
 
 if __name__ == "__main__":
-    sys.exit(main(["fit-lda", *sys.argv[1:]]))
+    sys.exit(run("fit-lda"))
