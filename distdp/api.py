@@ -21,7 +21,7 @@ import scipy.sparse as sp
 
 from distdp import pipeline, refine
 from distdp.io import corpus as cio
-from distdp.io.atomic import atomic_directory, atomic_file, check_output_dir
+from distdp.io.atomic import atomic_directory, atomic_file, check_output_dir, local_output
 from distdp.lda import LDAModel
 from distdp.shard import Shard
 
@@ -484,7 +484,7 @@ def transform(model: LDAModel, corpus, *, out: str | Path | None = None, overwri
     The output of ``transform`` on private documents is private data.
     """
     if out is not None:
-        out = Path(out)
+        out = local_output(out)
         if out.exists() and not overwrite:
             raise FileExistsError(f"{out} already exists (pass overwrite=True / --overwrite)")
     with _open_for_model(model, corpus, open_kw, with_doc_ids=True) as oc:

@@ -1,6 +1,8 @@
 """Spectral LDA end to end: exact recovery, statistical recovery, API, CLI, bad input."""
 import json
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -254,6 +256,9 @@ def test_cli_make_corpus_and_fit_local(tmp_path, capsys):
     assert main(["fit-lda", str(tmp_path / "c"), "--k", "4", "--vocab-size", "100", "--out", str(tmp_path / "m3"),
                  "--local"]) == 2
     assert "vocab_size=100 disagrees with the corpus's own vocabulary" in capsys.readouterr().err
+    # an output URI is refused before any work (Path would make it a local "s3:/…" directory)
+    assert main(["fit-lda", str(tmp_path / "c"), "--k", "4", "--out", "s3://bucket/model", "--local"]) == 2
+    assert "not a URI" in capsys.readouterr().err and not Path("s3:").exists()
 
 
 def test_lda_restarts_default_and_refusal():

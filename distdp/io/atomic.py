@@ -133,6 +133,15 @@ def recover_stale(path: str | Path) -> list[Path]:
     return done
 
 
+def local_output(path: str | Path) -> Path:
+    """``path`` as a local ``Path``; a URI (``s3://…``) is refused: outputs are written atomically to a local or
+    mounted directory only, and ``Path`` would turn the URI into a local ``s3:/…`` directory."""
+    if isinstance(path, str) and "://" in path:
+        raise ValueError(f"{path}: outputs go to a local or mounted path, not a URI (write it there and copy "
+                         "it to the store, e.g. with the store's own CLI)")
+    return Path(path)
+
+
 def check_output_dir(path: str | Path, overwrite: bool = False) -> Path:
     """Fail early (before any work) if ``path`` may not be replaced by a directory.
 
@@ -143,8 +152,10 @@ def check_output_dir(path: str | Path, overwrite: bool = False) -> Path:
     Raises
     ------
     FileExistsError
+    ValueError
+        ``path`` is a URI (:func:`local_output`).
     """
-    path = Path(path)
+    path = local_output(path)
     if os.path.lexists(path) and not path.is_dir():
         raise FileExistsError(f"{path} exists and is not a directory; refusing to replace it (even with "
                               "--overwrite)")
