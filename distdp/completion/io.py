@@ -18,7 +18,7 @@ from typing import Optional
 import numpy as np
 
 from distdp.completion.entries import Observations, first_repeat, from_dense, validate_entries
-from distdp.io.atomic import atomic_directory
+from distdp.io.atomic import atomic_directory, local_output
 
 COLUMNS = ("i", "j", "k", "value")
 META_SHAPE = b"distdp.shape"
@@ -178,7 +178,7 @@ def write_result(result, out, overwrite: bool = False, extra: Optional[dict] = N
     The files go to a temporary sibling directory renamed into place at the
     end: a failure leaves no partial ``out``.
     """
-    out = Path(out)
+    out = local_output(out)
     with atomic_directory(out, overwrite=overwrite) as tmp:
         for name, arr in zip("ABCG", result.factors):
             np.save(tmp / f"{name}.npy", arr)
