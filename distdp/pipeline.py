@@ -413,7 +413,9 @@ def refine_em(backend: Backend, topic_word: np.ndarray, alpha: np.ndarray, n_tok
     its k×d statistics, its part of the bound and ``Σ_n E[log θ_n]``; the
     coordinator sums them, releases the sum once, and sets
     ``λ = η + Ê_β ∘ Σ``. Traffic per iteration is O(k·d) per shard, whatever
-    the number of documents; shard work is O(nnz·k) per inner iteration.
+    the number of documents; shard work is O(nnz·k) per inner iteration. A
+    document's E-step stops at ``tol`` relative to its length
+    (:func:`distdp.refine.e_step`'s ``relative_tol``).
 
     Parameters
     ----------
@@ -436,7 +438,8 @@ def refine_em(backend: Backend, topic_word: np.ndarray, alpha: np.ndarray, n_tok
         t0 = time.perf_counter()
         elog = refine.dirichlet_expectation(lam)
         eeb = np.exp(elog)
-        parts = backend.call("e_step", backend.broadcast(eeb), backend.broadcast(elog), alpha, key, max_inner, tol)
+        parts = backend.call("e_step", backend.broadcast(eeb), backend.broadcast(elog), alpha, key, max_inner, tol,
+                             None, None, True)          # documents converge relative to their length
         sstats = eeb * _sum([p[0] for p in parts])
         elbo.append(float(sum(p[1] for p in parts) + refine.topic_bound(lam, eta)))
         inner.append(int(max(p[3] for p in parts)))

@@ -83,7 +83,8 @@ class EStepResult:
 def e_step(counts: sp.csr_matrix, exp_elog_beta: np.ndarray, alpha: np.ndarray, gamma0: np.ndarray | None = None,
            max_iter: int = 100, tol: float = 1e-3, with_sstats: bool = True, elog_beta: np.ndarray | None = None,
            block: int | None = None, contribution_cap: float | None = None,
-           contribution_scales: np.ndarray | None = None, with_bound: bool = True) -> EStepResult:
+           contribution_scales: np.ndarray | None = None, with_bound: bool = True,
+           relative_tol: bool = False) -> EStepResult:
     """Mean-field E-step for every document of ``counts`` (vectorised over documents and words).
 
     Parameters
@@ -102,6 +103,13 @@ def e_step(counts: sp.csr_matrix, exp_elog_beta: np.ndarray, alpha: np.ndarray, 
         rely on that), and iteration stops when all have, or after ``max_iter``.
     block : int, optional
         Documents per block (default: about :data:`E_BLOCK_ENTRIES` nonzeros × topics).
+    relative_tol : bool
+        A document has converged when the mean absolute change of its γ is
+        below ``tol · max(1, l_n/k)`` (``l_n`` its tokens): relative to its
+        mean γ entry, so that long documents are not held to a precision
+        of their mixture 1/l_n finer than short ones (non-private EM: 33%
+        less time on 235-token news articles at k = 50, NPMI within 0.003).
+        Default False: ``tol`` absolute, as scikit-learn's ``mean_change_tol``.
     with_bound : bool
         Also compute the documents' part of the ELBO (``doc_bound``; NaN
         otherwise). Callers that only need γ (topic mixtures, the private
@@ -140,6 +148,7 @@ def e_step(counts: sp.csr_matrix, exp_elog_beta: np.ndarray, alpha: np.ndarray, 
     for start in range(0, n, block):
         C = counts[start:start + block]
         lengths = np.asarray(C.sum(axis=1)).ravel()
+        scale = np.maximum(1.0, lengths / k) if relative_tol else None
         g = (alpha[None, :] + lengths[:, None] / k) if gamma0 is None else gamma0[start:start + block].copy()
         rows = np.repeat(np.arange(C.shape[0]), np.diff(C.indptr))
         cols = C.indices
@@ -153,7 +162,7 @@ def e_step(counts: sp.csr_matrix, exp_elog_beta: np.ndarray, alpha: np.ndarray, 
             ratio = sp.csr_matrix((sub.data / norm, sub.indices, sub.indptr), shape=sub.shape)
             new = alpha[None, :] + et * (ratio @ eb_t)
             live = ~done[active]
-            converged = np.abs(new - g[active]).mean(axis=1) < tol
+            converged = np.abs(new - g[active]).mean(axis=1) < tol * (scale[active] if scale is not None else 1.0)
             g[active[live]] = new[live]
             done[active[live & converged]] = True
             live = ~done[active]

@@ -216,7 +216,7 @@ class Shard:
     # ------------------------------------------------------------------ variational EM
     def e_step(self, exp_elog_beta: np.ndarray, elog_beta: np.ndarray, alpha: np.ndarray, key=None,
                max_iter: int = 100, tol: float = 1e-3, norm_cap: float | None = None,
-               scales: np.ndarray | None = None) -> tuple:
+               scales: np.ndarray | None = None, relative_tol: bool = False) -> tuple:
         """E-step on every document: ``(sstats k×d, doc_bound, n_docs, inner iterations, Σ_n E[log θ_n])``.
 
         γ is kept between calls with the same ``key`` (warm start of the next
@@ -227,11 +227,12 @@ class Shard:
         comes from the unscaled counts. ``scales``: the norm is that of
         ``(x ∘ φ) ∘ S`` (private EM's word scales). Private EM does not use the
         evidence bound (it is not released), so it is not computed then (NaN).
+        ``relative_tol``: :func:`distdp.refine.e_step`'s document convergence test.
         """
         warm = self._gamma if (key is not None and key == self._gamma_key) else None
         res = refine.e_step(self.counts, exp_elog_beta, alpha, warm, max_iter, tol, True, elog_beta,
                             contribution_cap=None if norm_cap is None else float(norm_cap),
-                            contribution_scales=scales, with_bound=norm_cap is None)
+                            contribution_scales=scales, with_bound=norm_cap is None, relative_tol=relative_tol)
         self._gamma, self._gamma_key = res.gamma, key
         return res.sstats, res.doc_bound, self.n_total, res.iterations, res.elog_theta_sum
 
