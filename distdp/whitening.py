@@ -290,7 +290,7 @@ class BlockEigenBasis:
 
 
 def lobpcg_top_basis(apply: Callable[[np.ndarray], np.ndarray], X0: np.ndarray, k: int, tol: float,
-                     max_products: int = 300, rel_tol: float = 0.0, kth_rel_tol: float = 0.0) -> BlockEigenBasis:
+                     max_products: int = 300, rel_tol: float = 0.0) -> BlockEigenBasis:
     """A basis of the top-k eigenvectors of a symmetric operator seen through block products (LOBPCG).
 
     Where every product is expensive but its cost hardly depends on the
@@ -325,10 +325,6 @@ def lobpcg_top_basis(apply: Callable[[np.ndarray], np.ndarray], X0: np.ndarray, 
         Floor on ``tol`` relative to the largest Ritz value: where ``tol`` is
         far below rounding of A's scale (a private fit at a huge ε, whose
         noise level sets ``tol``), iterating to it is wasted.
-    kth_rel_tol : float
-        Floor on ``tol`` relative to the k-th Ritz value ``θ_k`` when it is
-        positive (the non-private whitening's relative residual, whose scale
-        is not known in advance).
     """
     from scipy.linalg import LinAlgWarning
     from scipy.sparse.linalg import LinearOperator, lobpcg
@@ -363,9 +359,7 @@ def lobpcg_top_basis(apply: Callable[[np.ndarray], np.ndarray], X0: np.ndarray, 
         Y = mm(Q)
         vals, y = np.linalg.eigh(_sym(Q.T @ Y))
         tol = max(tol, rel_tol * float(np.abs(vals).max()))
-        theta, residual = _ritz_residuals(Q, Y, vals, y, k)
-        tol = max(tol, kth_rel_tol * float(theta[-1]))
-        converged = bool(np.all(residual <= tol))
+        converged = bool(np.all(_ritz_residuals(Q, Y, vals, y, k)[1] <= tol))
         if converged or count[0] >= max_products:
             return BlockEigenBasis(Q, Y, count[0], converged)
         X = Q @ y[:, ::-1] if use_lobpcg else Y
