@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import os
 import signal
 import sys
 import threading
@@ -36,6 +37,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``distdp`` script; returns the process exit code."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    refused = _relative_out_in_ray_job(argv)
+    if refused is not None:
+        print(refused, file=sys.stderr)
+        return 2
     parser = build_parser()
     args = parser.parse_args(argv)
     with _exit_cleanly_on_sigterm(), warnings.catch_warnings():
@@ -46,6 +52,28 @@ def main(argv: list[str] | None = None) -> int:
         except (ValueError, OSError) as exc:  # bad input or parameters: one clear line, exit 2
             print(f"distdp {args.command}: error: {exc}", file=sys.stderr)
             return 2
+
+
+#: Set by Ray in a submitted job's driver.
+RAY_JOB_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"
+
+
+def _relative_out_in_ray_job(argv: list[str]) -> str | None:
+    """The error line for a relative ``--out`` inside a submitted Ray job, else None (checked before parsing).
+
+    A job's current directory is the unpacked copy of its ``working_dir``,
+    which Ray deletes: an output written there is lost. Outside a job the
+    arguments pass through unchanged.
+    """
+    if RAY_JOB_ENV not in os.environ or not argv:
+        return None
+    out = next((argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--out"),
+               next((a[len("--out="):] for a in argv if a.startswith("--out=")), None))
+    if out is None or os.path.isabs(out) or "://" in out:
+        return None
+    return (f"distdp {argv[0]}: error: --out {out!r} is a relative path; a Ray job runs in a copy of its working "
+            "directory that Ray deletes: give an absolute path on the node that runs the job (the head node) or "
+            "on a shared mount")
 
 
 @contextlib.contextmanager

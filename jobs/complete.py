@@ -9,7 +9,7 @@ sweeps as Ray tasks use :mod:`distdp.completion.parallel` (or
 """
 import sys
 
-from entrypoint import run
+from distdp.cli import main
 
 if __name__ == "__main__":
-    sys.exit(run("complete"))
+    sys.exit(main(["complete", *sys.argv[1:]]))

@@ -5,7 +5,7 @@ held by shard actors of the cluster the job runs on.
 """
 import sys
 
-from entrypoint import run
+from distdp.cli import main
 
 if __name__ == "__main__":
-    sys.exit(run("decompose"))
+    sys.exit(main(["decompose", *sys.argv[1:]]))

@@ -8,7 +8,7 @@ Inside a Ray job, ``ray.init()`` attaches to the job's cluster, so no
 """
 import sys
 
-from entrypoint import run
+from distdp.cli import main
 
 if __name__ == "__main__":
-    sys.exit(run("fit-lda"))
+    sys.exit(main(["fit-lda", *sys.argv[1:]]))

@@ -388,7 +388,7 @@ def test_job_with_relative_out_is_refused(head, inputs):
 
 def test_relative_out_is_refused_in_a_job(tmp_path):
     """In a Ray job the working directory is a copy that Ray deletes: a relative ``--out`` would be lost,
-    so the job entrypoints refuse it (before any work; no Ray needed to check)."""
+    so distdp refuses it, the job entrypoints included (before any work; no Ray needed to check)."""
     env = _clean_env(RAY_JOB_CONFIG_JSON_ENV_VAR="{}")
     for script, cmd in (("fit_lda.py", "fit-lda"), ("decompose.py", "decompose"), ("complete.py", "complete")):
         r = subprocess.run([sys.executable, str(REPO / "jobs" / script), "missing-input", "--k", "2",
