@@ -70,10 +70,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import runpy
 import shutil
-import sys
 import tempfile
 import time
+import types
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -81,8 +82,8 @@ import numpy as np
 import scipy.sparse as sp
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-import corpora  # noqa: E402  (benchmarks/corpora.py)
+# The sibling script (not a package), run by file path as the other benchmarks load theirs.
+corpora = types.SimpleNamespace(**runpy.run_path(str(HERE / "corpora.py")))
 
 RESULTS = HERE / "results"
 METHODS = ("distdp", "distdp-spectral", "sklearn-online", "sklearn-batch", "gensim-1", "gensim-10",
