@@ -19,7 +19,7 @@ from typing import Callable
 import numpy as np
 import scipy.sparse as sp
 
-from distdp import pipeline, refine
+from distdp import metrics, pipeline, refine
 from distdp.io import corpus as cio
 from distdp.io.atomic import atomic_directory, atomic_file, check_output_dir, local_output
 from distdp.lda import LDAModel
@@ -59,6 +59,11 @@ class OpenCorpus:
     source: str
     read_seconds: float
 
+    @property
+    def kind(self) -> str:
+        """``"ray"`` or ``"local"``: where the shards live."""
+        return "local" if self.ray_backend is None else "ray"
+
     def resources(self) -> dict:
         """Per-actor peak memory, read time, nodes and bytes per round (Ray only)."""
         rb = self.ray_backend
@@ -78,22 +83,14 @@ class OpenCorpus:
 AUTO_LOCAL_MAX_NONZEROS = 5_000_000
 
 
-def resolve_backend(backend: str, corpus, address: str | None) -> str:
-    """``"ray"`` or ``"local"``: ``auto`` is local for a small corpus (:data:`AUTO_LOCAL_MAX_NONZEROS`) when no
-    cluster is named (``address``, ``RAY_ADDRESS``) or joined, and Ray otherwise; the size is read from the
-    parquet metadata, not the data."""
-    if backend not in ("auto", "ray", "local"):
-        raise ValueError(f"backend must be 'auto', 'ray' or 'local', got {backend!r}")
-    if backend != "auto":
-        return backend
+def auto_backend(address: str | None, nonzeros: int) -> str:
+    """What ``backend="auto"`` means: ``"ray"`` where a cluster is named (``address``, ``RAY_ADDRESS``) or
+    already joined (a Ray job's driver), or the corpus has more than :data:`AUTO_LOCAL_MAX_NONZEROS` stored
+    counts; else ``"local"``."""
     ray = sys.modules.get("ray")
     if address is not None or os.environ.get("RAY_ADDRESS") or (ray is not None and ray.is_initialized()):
-        return "ray"         # a cluster is named or already joined (a Ray job's driver)
-    if sp.issparse(corpus) or isinstance(corpus, np.ndarray):
-        nnz = corpus.nnz if sp.issparse(corpus) else int(np.count_nonzero(corpus))
-    else:
-        nnz = sum(u.nonzeros for u in cio.plan_units(cio.discover(corpus)))
-    return "local" if nnz <= AUTO_LOCAL_MAX_NONZEROS else "ray"
+        return "ray"
+    return "local" if nonzeros <= AUTO_LOCAL_MAX_NONZEROS else "ray"
 
 
 @contextlib.contextmanager
@@ -102,7 +99,8 @@ def open_corpus(corpus, *, vocab=None, vocab_size: int | None = None, workers: i
                 with_doc_ids: bool = False):
     """Read a corpus into shards (in process or in Ray actors); stop the actors on exit.
 
-    Parameters are those of :func:`fit_lda`. Yields an :class:`OpenCorpus`.
+    Parameters are those of :func:`fit_lda`; ``backend="auto"`` is settled by :func:`auto_backend` on the
+    matrix's nonzeros or the parquet metadata's value counts (no data read). Yields an :class:`OpenCorpus`.
     """
     t0 = time.perf_counter()
     words = None
@@ -125,6 +123,8 @@ def open_corpus(corpus, *, vocab=None, vocab_size: int | None = None, workers: i
         d, file_words = cio.resolve_vocab(corpus, vocab, vocab_size if words is None else len(words))
         words = words if words is not None else file_words
         units = cio.plan_units(cio.discover(corpus))
+    if backend == "auto":
+        backend = auto_backend(address, counts.nnz if in_memory else sum(u.nonzeros for u in units))
     rb = None
     if backend == "local":
         n = workers or 1
@@ -156,7 +156,7 @@ def open_corpus(corpus, *, vocab=None, vocab_size: int | None = None, workers: i
         else:
             be = rb = RayBackend(cio.partition(units, workers), d, cpus_per_worker, with_doc_ids=with_doc_ids)
     else:
-        raise ValueError(f"backend must be 'ray' or 'local', got {backend!r}")
+        raise ValueError(f"backend must be 'auto', 'ray' or 'local', got {backend!r}")
     oc = OpenCorpus(be, rb, d, words, "in-memory matrix" if in_memory else str(corpus), time.perf_counter() - t0)
     try:
         yield oc
@@ -288,7 +288,6 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
     t_start = time.perf_counter()
     if out is not None:
         check_output_dir(out, overwrite)
-    backend = resolve_backend(backend, corpus, address)
     if epsilon is not None or delta is not None:
         from distdp import private_fit
 
@@ -329,7 +328,7 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
     timings = {"read": oc.read_seconds, **res.timings}
     info = {
         "method": "spectral" + (f" + {len(em.elbo)} variational EM iterations" if em is not None else ""),
-        "parameters": {"k": k, "alpha0": alpha0, "model": model, "seed": seed, "backend": backend,
+        "parameters": {"k": k, "alpha0": alpha0, "model": model, "seed": seed, "backend": oc.kind,
                        "workers": oc.backend.n_shards, "refine": refine, "eta": eta if em is not None else None,
                        **{f: getattr(params, f) for f in ("eigensolver", "eig_iters", "eig_tol", "oversample",
                                                           "tensor", "method", "n_iters")},
@@ -346,7 +345,7 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
         timings["refine"] = float(sum(em.seconds))
         info["refine"] = {"iterations": len(em.elbo), "converged": em.converged, "stop_tol": pipeline.EM_STOP_TOL,
                           "alpha": "learned (Minka's Newton fixed point), started symmetric at Σα/k of the "
-                                   "spectral α" if pipeline.EM_SYMMETRIC_START else "learned from the spectral α",
+                                   "spectral α",
                           "spectral_alpha": res.alpha,
                           "elbo": em.elbo, "inner_iterations": em.inner_iterations, "seconds": em.seconds,
                           "spectral_topic_word_l1_change": float(np.abs(topic_word - res.topic_word).sum(1).mean())}
@@ -395,8 +394,6 @@ def _coherence_on(backend: pipeline.Backend, topic_word: np.ndarray, top_n: int 
     :func:`distdp.metrics.c_v`, the document as C_V's window). Diversity
     needs no pass (:func:`distdp.metrics.topic_diversity`, top 25 words).
     """
-    from distdp import metrics
-
     top = np.argsort(-topic_word, axis=1, kind="stable")[:, :top_n]
     words = np.unique(top)
     stats = pipeline._sum(backend.call("cooccurrence", words))

@@ -95,9 +95,9 @@ def fill_topics(topic_word: np.ndarray, alpha: np.ndarray, k: int,
     while len(rows) < k:
         j = int(np.argmax(weights))
         z = SPLIT_SPREAD * rng.standard_normal(topic_word.shape[1])
-        parent = rows[j]
-        rows[j] = parent * np.exp(z) / (parent * np.exp(z)).sum()
-        rows.append(parent * np.exp(-z) / (parent * np.exp(-z)).sum())
+        up, down = rows[j] * np.exp(z), rows[j] * np.exp(-z)
+        rows[j] = up / up.sum()
+        rows.append(down / down.sum())
         weights[j] *= 0.5
         weights.append(weights[j])
     return np.vstack(rows), np.asarray(weights)

@@ -52,7 +52,7 @@ def default_lda_restarts(k: int) -> int:
     return min(default_n_restarts(k), max(20, 3 * math.ceil(math.log(10 * k))))
 
 
-#: Most products with M2 of the non-private randomized eigensolver, and its stopping residual (SpectralParams).
+#: Most products with M2 of the non-private eigensolvers, and their stopping residual (SpectralParams).
 EIG_MAX_ITERS, EIG_TOL = 30, 1e-3
 
 #: Variational EM iterations after a non-private spectral fit unless the user says otherwise (``refine``), and the
@@ -60,18 +60,16 @@ EIG_MAX_ITERS, EIG_TOL = 30, 1e-3
 DEFAULT_REFINE, EM_STOP_TOL = 20, 1e-3
 #: EM iterations a fit runs at least when its spectral stage found fewer than k topics (the split ones must separate).
 FILL_REFINE = 20
-#: Whether EM starts from a symmetric α (Σα/k of the spectral α) instead of the spectral α itself.
-EM_SYMMETRIC_START = True
 
 
 def em_start_alpha(alpha: np.ndarray) -> np.ndarray:
-    """The α that EM starts from: symmetric at the spectral ``Σα/k`` (:data:`EM_SYMMETRIC_START`), or the spectral α.
+    """The α that EM starts from: symmetric at the spectral ``Σα/k``.
 
     A spectral topic whose α came out tiny (its tensor eigenvalue large) is
     otherwise never revived by EM: its documents' γ stay at the prior.
     """
     alpha = np.asarray(alpha, dtype=np.float64)
-    return np.full_like(alpha, alpha.sum() / len(alpha)) if EM_SYMMETRIC_START else alpha
+    return np.full_like(alpha, alpha.sum() / len(alpha))
 
 
 #: The non-private eigensolvers of :class:`SpectralParams`.

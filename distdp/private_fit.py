@@ -290,7 +290,7 @@ def fit_lda_private(corpus, k: int, *, alpha0: float, model: str, vocab, vocab_s
     if coherence and public_corpus is not None:
         npmi = api.coherence(LDAModel(fit["topic_word"], fit["alpha"], 0.0, model, oc.vocab, {}), public_corpus,
                              backend=backend, address=address)["per_topic"]
-    info = _report(fit, oc, params, mech, epsilon, delta, spent, seed, reproducible, length_cap, eta, backend,
+    info = _report(fit, oc, params, mech, epsilon, delta, spent, seed, reproducible, length_cap, eta, oc.kind,
                    vocab_report, vocab_delta)
     if npmi is not None:
         info["coherence"] = {"measure": "NPMI", "top_n": api.COHERENCE_TOP_N, "corpus": f"declared public: {public_corpus}",
