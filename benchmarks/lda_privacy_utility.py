@@ -1,4 +1,4 @@
-"""Private spectral LDA: topic-recovery L1 vs ε and N, per mechanism and accounting (SPEC §7).
+"""Private spectral LDA: topic-recovery L1 vs ε and N, per mechanism and accounting.
 
 Synthetic LDA corpora with known topics: d = 5,000, k = 10, α0 = 1 (α = α0 ·
 Dirichlet(10·1) draw), topic-word rows Dirichlet(0.1), document length
@@ -6,7 +6,7 @@ Dirichlet(10·1) draw), topic-word rows Dirichlet(0.1), document length
 δ = 1e-6. Error: mean L1 distance between matched topics (Hungarian).
 
 Part ``scalable`` (d = 5,000): the mechanisms that never form a d×d or
-d×d×d object, ``whitened`` and ``power`` (distdp.private_pipeline) with the
+d×d×d object, ``whitened`` and ``power`` (distdp.lda.private.pipeline) with the
 power-method whitening, each with tight accounting (joint PLD calibration, the
 default) and with the papers' basic composition (ε split over the releases),
 and ``whitened+mf``, ``whitened`` with the matrix-free second-moment whitening
@@ -16,14 +16,14 @@ Part ``default`` (d = 5,000): the private default of ``fit-lda --epsilon``
 (``whitened+unmix``: a scan release picks the 1,000 most frequent words, the
 spectral fit runs on them, a tail release unmixes every other word's topics,
 then two unmixing passes on all words (θ̂² weights, each released on its start's support,
-solves aligned and averaged with the tail's); budget fractions in :func:`distdp.private_fit.budget_plan`) and
+solves aligned and averaged with the tail's); budget fractions in :func:`distdp.lda.private.fit.budget_plan`) and
 the former default ``whitened+em`` (``--refine 2``: the same, with 2 private
 EM iterations in place of the unmixing passes) and ``whitened+unmix+auto``
 (``--working-vocab auto``: the default, restarted on 2,000 words when the
 scan and a probe of the whitening show the margin), against the non-private
 spectral fit + 3 EM iterations.
 Part ``dense`` (d = 100, k = 5, N ∈ {10⁴, 10⁵}): the papers' configurations
-1–4 and AGN/AVN (distdp.privacy.lda_dense), which form M3 and are refused at
+1–4 and AGN/AVN (distdp.lda.private.dense), which form M3 and are refused at
 d = 5,000, with the scalable ones on the same corpora; ``config2-declared`` is
 configuration 2 with a guarantee, its bounds declared from the generating
 model (``DeclaredBounds.from_model``, margin 2: what a user with a public model
@@ -34,7 +34,7 @@ rows are their medians; the scalable part has one draw at N = 10⁶ (its fits th
 non-private fit's; the default part's, the target's, have both). ``--only-runs 1`` adds or
 recomputes one draw's rows and keeps the others'.
 
-The fits run in-process on two shards (:class:`distdp.pipeline.LocalBackend`:
+The fits run in-process on two shards (:class:`distdp.lda.pipeline.LocalBackend`:
 the same shard code and coordinator as Ray). Noise is seeded (reproducible
 experiment: every fit reports "not private"). A fit whose noisy M2 has
 σ_k ≤ 0 fails; it is scored as L1 = 2 (the maximum) and counted.
@@ -54,13 +54,13 @@ from pathlib import Path
 import numpy as np
 
 from distdp import lda
-from distdp import private_fit
-from distdp.pipeline import LocalBackend, SpectralParams, fit_spectral, refine_em
-from distdp.private_pipeline import fit_lda_private_scalable, fit_spectral_private
+from distdp.lda.private import fit as private_fit
+from distdp.lda.pipeline import LocalBackend, SpectralParams, fit_spectral, refine_em
+from distdp.lda.private.pipeline import fit_lda_private_scalable, fit_spectral_private
 from distdp.privacy.ledger import PrivacyLedger
-from distdp.privacy import lda_private
-from distdp.shard import Shard
-from distdp.synthetic import sample_corpus
+from distdp.lda.private import scalable as lda_private
+from distdp.lda.private.shard import PrivateShard as Shard
+from distdp.lda.synthetic import sample_corpus
 
 EPS = [0.5, 1.0, 2.0, 4.0, 8.0]
 DELTA = 1e-6
@@ -97,7 +97,7 @@ def scalable_fit(be, d, k, mech, eps, acc, seed):
 
 
 def default_fit(be, d, k, mech, eps, acc, seed):
-    """``whitened+unmix``: the private default of fit-lda (:func:`distdp.private_fit.resolve_refinement`);
+    """``whitened+unmix``: the private default of fit-lda (:func:`distdp.lda.private.fit.resolve_refinement`);
     ``whitened+em``: the same with ``refine=2`` (tail release, then 2 private EM iterations);
     ``whitened+unmix+auto``: the default with ``working_vocab="auto"`` (``--working-vocab auto``)."""
     r = private_fit.resolve_refinement(d, k, refine=2 if mech == "whitened+em" else None,
@@ -119,12 +119,12 @@ _DENSE_CACHE: dict = {}
 
 
 def dense_fit(be, d, k, mech, eps, acc, seed):
-    from distdp.pipeline import _sum
-    from distdp.privacy import lda_dense
+    from distdp.lda.pipeline import sum_partials
+    from distdp.lda.private import dense as lda_dense
 
     if id(be) not in _DENSE_CACHE:  # one pass per corpus; the mechanisms differ only after it
         _DENSE_CACHE.clear()
-        _DENSE_CACHE[id(be)] = _sum(be.call("dense_moments"))
+        _DENSE_CACHE[id(be)] = sum_partials(be.call("dense_moments"))
     part = _DENSE_CACHE[id(be)]
     bounds = None
     if mech == "config2-declared":

@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 
 from distdp import api, lda
-from distdp.privacy import lda_private
-from distdp.synthetic import sample_corpus
+from distdp.lda.private import scalable as lda_private
+from distdp.lda.synthetic import sample_corpus
 
 OUT = Path(__file__).resolve().parent / "results" / "private_corpora.json"
 BASE = {"N": 100_000, "d": 2000, "k": 10, "alpha0": 1.0, "doc_length": 100.0, "topic_concentration": 0.1}

@@ -10,14 +10,14 @@ The noisy statistics are thresholded at 0 / 2σ / 3σ and scored by matched
 topic L1. No private fit can do better at that budget with one EM release.
 
 The same for the one-hot unmixing pass (the private default's last release
-when this was recorded; :func:`distdp.privacy.lda_private.unmix_pass_statistics`
+when this was recorded; :func:`distdp.lda.private.scalable.unmix_pass_statistics`
 with ``sharpen = np.inf``; the default now weights by θ̂², see there): θ̂_n from the true
 topics, each document scaled to ``‖w x‖₂ = C``, ``Q`` released at the same
 multipliers and ``G`` left exact (its noise is negligible at N = 10⁶), solved
 and thresholded as the pipeline does. The private default splits the budget
 over a scan, a spectral start, a tail release and the pass (≈ 46% of μ² on
 the pass's ``Q``, multiplier ≈ 1.47·m) and starts far from the truth. The
-pass is measured with its word scales (:func:`distdp.privacy.lda_private.word_scales`)
+pass is measured with its word scales (:func:`distdp.lda.private.scalable.word_scales`)
 from the true topics and frequencies (as the pipeline does from its own),
 from the frequencies alone, and without (the pass before them); at 1.47·m
 and the thresholds at 2σ except at m. One E-step is also measured with
@@ -41,9 +41,11 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from distdp import lda, refine
-from distdp.privacy import accounting, lda_private
-from distdp.shard import Shard
+from distdp import lda
+from distdp.lda import refine
+from distdp.privacy import accounting
+from distdp.lda.private import scalable as lda_private
+from distdp.lda.private.shard import PrivateShard as Shard
 
 
 # The sibling script (not a package), run by file path: the same corpus.

@@ -2,7 +2,7 @@
 
 On the ``lda_privacy_utility`` corpus (d = 5,000, k = 10, N = 10⁶, run 0),
 the unmixing pass with one-hot weights, the default when this was recorded
-(:func:`distdp.privacy.lda_private.unmix_pass_statistics` with ``sharpen = np.inf``,
+(:func:`distdp.lda.private.scalable.unmix_pass_statistics` with ``sharpen = np.inf``,
 word scales from the truth) is computed from the *true* topics and released
 with the noise the private default gives it at ε = 1 (multiplier
 ``PASS_SCALE``·m, m that of one (ε = 1, δ = 1e-6) Gaussian release; ``G``
@@ -36,12 +36,15 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from distdp import lda, moments, private_fit, refine
-from distdp.pipeline import SpectralParams
-from distdp.privacy import accounting, lda_private
+from distdp import lda
+from distdp.lda import moments, refine
+from distdp.lda.private import fit as private_fit
+from distdp.lda.pipeline import SpectralParams
+from distdp.privacy import accounting
+from distdp.lda.private import scalable as lda_private
 from distdp.privacy.ledger import PrivacyLedger
-from distdp.private_pipeline import Refinement, fit_lda_private_scalable
-from distdp.shard import Shard
+from distdp.lda.private.pipeline import Refinement, fit_lda_private_scalable
+from distdp.lda.private.shard import PrivateShard as Shard
 
 _lpu = runpy.run_path(str(Path(__file__).resolve().parent / "lda_privacy_utility.py"))
 DELTA, corpus = _lpu["DELTA"], _lpu["corpus"]

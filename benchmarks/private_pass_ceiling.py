@@ -2,8 +2,8 @@
 
 The private default ends with one unmixing pass: ``Q = Σ w_n (g_n x_nᵀ)∘S``
 with Gaussian noise, solved as ``β̂ = G⁻¹(Q/S)`` and thresholded at 2 noise
-deviations (:func:`distdp.privacy.lda_private.unmix_pass_statistics`,
-:func:`~distdp.privacy.lda_private.unmix_topics`). Here that pass gets what no
+deviations (:func:`distdp.lda.private.scalable.unmix_pass_statistics`,
+:func:`~distdp.lda.private.scalable.unmix_topics`). Here that pass gets what no
 private fit has: every document's ``θ̂_n`` from the *true* topics (the E-step
 the pass runs, under the generating model), word scales from the true topics
 and frequencies, an exact ``G``, and the noise multiplier ``μ·m`` for
@@ -43,9 +43,11 @@ import numpy as np
 
 import scipy.sparse as sp
 
-from distdp import lda, refine
-from distdp.privacy import accounting, lda_private
-from distdp.shard import Shard
+from distdp import lda
+from distdp.lda import refine
+from distdp.privacy import accounting
+from distdp.lda.private import scalable as lda_private
+from distdp.lda.private.shard import PrivateShard as Shard
 
 _lpu = runpy.run_path(str(Path(__file__).resolve().parent / "lda_privacy_utility.py"))
 DELTA, corpus = _lpu["DELTA"], _lpu["corpus"]
@@ -74,7 +76,7 @@ def leave_one_out_statistics(X: sp.csr_matrix, topic_word: np.ndarray, alpha: np
     Dirichlet ``γ_n − φ_nv`` (the E-step's converged posterior with the token
     taken out, not re-converged). ``w_n`` scales the document's ``Q`` term to
     Frobenius norm ``C`` and caps its ``G`` term at ``C²`` as the shipped pass
-    does (:func:`distdp.privacy.lda_private.unmix_weights`), so the
+    does (:func:`distdp.lda.private.scalable.unmix_weights`), so the
     sensitivities are the same.
     """
     gamma = refine.e_step(X, np.maximum(topic_word, 1e-12), alpha, None, 100, 1e-3, False).gamma

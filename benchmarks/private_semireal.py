@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from distdp import api, lda
-from distdp.synthetic import sample_corpus
+from distdp.lda.synthetic import sample_corpus
 
 HERE = Path(__file__).resolve().parent
 DELTA, N = 1e-6, 200_000

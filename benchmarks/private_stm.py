@@ -4,7 +4,7 @@ For each corpus (``sample_corpus(..., model="stm")``) the non-private
 spectral fit, then the private default of ``fit-lda --model stm`` (scan,
 spectral stage, tail release when the working vocabulary is smaller than the
 vocabulary, two unmixing passes with one-hot posterior modes:
-:func:`distdp.privacy.lda_private.single_topic_posterior`) and the same with
+:func:`distdp.lda.private.scalable.single_topic_posterior`) and the same with
 ``unmix=0`` (the spectral stage alone, the private single-topic fit before
 the passes), at ε = 1 / 4 / 16, δ = 1e-6, with reproducible noise seeds;
 scored by matched topic L1. A failed fit (the budget cannot be met) is
@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from distdp import api, lda
-from distdp.synthetic import sample_corpus
+from distdp.lda.synthetic import sample_corpus
 
 OUT = Path(__file__).resolve().parent / "results" / "private_stm.json"
 #: (documents, vocabulary, topics, mean length, topic concentration, noise seeds)

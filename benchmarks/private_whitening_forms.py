@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from distdp import api, lda
-from distdp.synthetic import sample_corpus
+from distdp.lda.synthetic import sample_corpus
 
 OUT = Path(__file__).resolve().parent / "results" / "private_whitening_forms.json"
 N, D, K, ALPHA0, LENGTH = 200_000, 10_000, 10, 1.0, 150.0

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from distdp import api, lda
-from distdp.synthetic import sample_corpus
+from distdp.lda.synthetic import sample_corpus
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "results" / "private_working_vocab.json"

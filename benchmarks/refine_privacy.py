@@ -8,7 +8,7 @@ release unmixes the other words' topics, and two unmixing passes
 re-estimate every word's topics; ``tail+EM`` (``--refine 2``, the former
 default) runs 2 private EM iterations in place of the unmixing passes (the
 refinement's releases share ``--refine-budget``; the defaults of
-:mod:`distdp.private_fit`, in μ², the Gaussian budget, which composes
+:mod:`distdp.lda.private.fit`, in μ², the Gaussian budget, which composes
 exactly). Every document's term is clipped to Frobenius norm ≤ C
 (sensitivity √2·C, C the 0.9 quantile of ‖x_n‖₂ read off the scan's noisy
 histogram).
@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from distdp import api, lda
-from distdp.synthetic import sample_corpus
+from distdp.lda.synthetic import sample_corpus
 
 HERE = Path(__file__).resolve().parent
 EPS = [2.0, 4.0, 8.0, 16.0, 32.0]

@@ -114,7 +114,7 @@ def run_gensim(X, k, passes):
 
 
 def score(topic_word, X, truth):
-    from distdp import refine
+    from distdp.lda import refine
     from distdp.lda import matched_l1
 
     top = np.argsort(-topic_word, axis=1, kind="stable")[:, :10]

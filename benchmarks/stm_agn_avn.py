@@ -31,8 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
-from distdp.privacy import moments_dp as md
-from distdp.synthetic import sample_corpus
+from distdp.lda.private import single_topic as md
+from distdp.lda.synthetic import sample_corpus
 
 CONFIGS = [(10, 5), (50, 10)]
 DELTA = 1e-5

@@ -37,8 +37,8 @@ seeds 0 … R−1, each run's values under ``runs``):
 
 - ``npmi``: mean over topics of the mean NPMI over the pairs of the topic's
   10 most probable words, with document co-occurrence probabilities on the
-  corpus itself (a pair never together: −1) — ``distdp.refine.cooccurrence`` and
-  ``distdp.refine.npmi`` exactly as ``distdp.api._coherence_on`` uses them.
+  corpus itself (a pair never together: −1) — ``distdp.lda.refine.cooccurrence`` and
+  ``distdp.lda.refine.npmi`` exactly as :func:`distdp.lda.metrics.coherence_on` uses them.
   Range [−1, 1]; higher is more coherent.
 - ``c_v``: gensim's ``CoherenceModel(coherence="c_v")`` of the same top-10
   words (Röder et al. 2015: boolean sliding window of 110 tokens over the
@@ -250,7 +250,7 @@ def npmi(topic_word: np.ndarray, counts: sp.csr_matrix, top_n: int = TOP_N) -> f
     float
         Mean over topics.
     """
-    from distdp import refine
+    from distdp.lda import refine
 
     top = top_words(topic_word, top_n)
     words = np.unique(top)

@@ -1,12 +1,14 @@
 """Python API: fit, refine, transform, coherence and export, local or on Ray.
 
-Every function takes a corpus as a parquet path (file or directory, SPEC §2)
+Every function takes a corpus as a parquet path (file or directory, in the
+format of :mod:`distdp.io.corpus`)
 or a documents×words sparse matrix, and runs on shards held either in this
 process (``backend="local"``) or in Ray actors (``backend="ray"``).
 """
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import sys
@@ -14,34 +16,15 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import scipy.sparse as sp
 
-from distdp import metrics, pipeline, refine
 from distdp.io import corpus as cio
 from distdp.io.atomic import atomic_directory, atomic_file, check_output_dir, local_output
-from distdp.lda import LDAModel
-from distdp.shard import Shard
-
-COHERENCE_TOP_N = 10
-
-
-def _progress_bar(enabled: bool) -> tuple[Callable | None, Callable[[], None]]:
-    """A tqdm bar over passes and power/EM iterations, and its closer."""
-    if not enabled:
-        return None, lambda: None
-    from tqdm.auto import tqdm
-
-    bar = tqdm(desc="fit", unit="pass", leave=False, disable=None)  # None: off when not a terminal
-
-    def update(stage, done, total):
-        bar.set_description(stage)
-        bar.update(1)
-
-    return update, bar.close
-
+from distdp.lda import LDAModel, metrics, pipeline
+from distdp.lda.shard import Shard
+from distdp.progress import progress_bar
 
 def _split_rows(counts: sp.csr_matrix, n: int) -> list[sp.csr_matrix]:
     bounds = np.linspace(0, counts.shape[0], max(1, min(n, counts.shape[0])) + 1).astype(int)
@@ -96,11 +79,13 @@ def auto_backend(address: str | None, nonzeros: int) -> str:
 @contextlib.contextmanager
 def open_corpus(corpus, *, vocab=None, vocab_size: int | None = None, workers: int | None = None,
                 backend: str = "ray", address: str | None = None, cpus_per_worker: float | None = None,
-                with_doc_ids: bool = False):
+                with_doc_ids: bool = False, shard_class: type = Shard):
     """Read a corpus into shards (in process or in Ray actors); stop the actors on exit.
 
     Parameters are those of :func:`fit_lda`; ``backend="auto"`` is settled by :func:`auto_backend` on the
-    matrix's nonzeros or the parquet metadata's value counts (no data read). Yields an :class:`OpenCorpus`.
+    matrix's nonzeros or the parquet metadata's value counts (no data read). ``shard_class`` is the class
+    holding each shard (:class:`distdp.lda.private.shard.PrivateShard` for a private fit). Yields an
+    :class:`OpenCorpus`.
     """
     t0 = time.perf_counter()
     words = None
@@ -131,10 +116,10 @@ def open_corpus(corpus, *, vocab=None, vocab_size: int | None = None, workers: i
         if in_memory:
             mats = _split_rows(counts, n)
             bounds = np.cumsum([0] + [m.shape[0] for m in mats])
-            shards = [Shard(m, None if ids is None else ids[a:b]) for m, a, b in zip(mats, bounds[:-1], bounds[1:])]
+            shards = [shard_class(m, None if ids is None else ids[a:b]) for m, a, b in zip(mats, bounds[:-1], bounds[1:])]
         else:
             groups = cio.partition(units, n)
-            shards = [Shard(cio.read_units(g, d), cio.read_doc_ids(g) if with_doc_ids else None) for g in groups]
+            shards = [shard_class(cio.read_units(g, d), cio.read_doc_ids(g) if with_doc_ids else None) for g in groups]
         be = pipeline.LocalBackend(shards)
     elif backend == "ray":
         import ray
@@ -152,9 +137,10 @@ def open_corpus(corpus, *, vocab=None, vocab_size: int | None = None, workers: i
         if cpus_per_worker is None:
             cpus_per_worker = min(1.0, cpus / workers) if cpus > 0 else 1.0
         if in_memory:
-            be = rb = RayBackend(None, d, cpus_per_worker, matrices=_split_rows(counts, workers))
+            be = rb = RayBackend(None, d, shard_class, cpus_per_worker, matrices=_split_rows(counts, workers))
         else:
-            be = rb = RayBackend(cio.partition(units, workers), d, cpus_per_worker, with_doc_ids=with_doc_ids)
+            be = rb = RayBackend(cio.partition(units, workers), d, shard_class, cpus_per_worker,
+                                 with_doc_ids=with_doc_ids)
     else:
         raise ValueError(f"backend must be 'auto', 'ray' or 'local', got {backend!r}")
     oc = OpenCorpus(be, rb, d, words, "in-memory matrix" if in_memory else str(corpus), time.perf_counter() - t0)
@@ -178,7 +164,8 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
     Parameters
     ----------
     corpus : str, Path or scipy.sparse matrix
-        A parquet corpus (file or directory, SPEC §2) or a documents×words count matrix.
+        A parquet corpus (file or directory, format of :mod:`distdp.io.corpus`) or a documents×words
+        count matrix.
     k : int
         Number of topics.
     alpha0 : float
@@ -202,10 +189,10 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
         Seeds the eigensolver's test block and the power method's restarts.
     refine : int, optional
         Most batch variational EM iterations after the spectral fit, on the
-        same shards (LDA only; default :data:`distdp.pipeline.DEFAULT_REFINE`,
+        same shards (LDA only; default :data:`distdp.lda.pipeline.DEFAULT_REFINE`,
         stopped earlier once the bound's relative change is below
-        :data:`distdp.pipeline.EM_STOP_TOL`; 0: the pure spectral fit). EM
-        learns α (:func:`distdp.refine.update_alpha`). In a private fit they
+        :data:`distdp.lda.pipeline.EM_STOP_TOL`; 0: the pure spectral fit). EM
+        learns α (:func:`distdp.lda.refine.update_alpha`). In a private fit they
         follow the unmixing passes, α stays the released spectral one, and
         giving ``refine`` (even 0) turns the default unmixing passes off.
     eta : float, optional
@@ -222,15 +209,15 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
         CPUs each Ray actor reserves (default 1, less if ``workers`` exceeds the CPUs).
     epsilon, delta : float, optional
         Make the fit (ε, δ)-differentially private for replace-one-document
-        neighbours (:mod:`distdp.private_fit`); ``delta`` is then required.
+        neighbours (:mod:`distdp.lda.private.fit`); ``delta`` is then required.
     mechanism : str
-        Private mechanism (:data:`distdp.private_fit.MECHANISMS`); ``auto``:
+        Private mechanism (:data:`distdp.lda.private.fit.MECHANISMS`); ``auto``:
         ``whitened`` for k ≤ 100, else ``power``.
     refine_budget : float, optional
         Fraction of the private budget (after the 2% scan) given to the refinement: the tail release
         when the working vocabulary is smaller than the vocabulary (0.3 of it before unmixing passes,
         0.5 before EM alone), then the unmixing passes and EM iterations in equal parts
-        (:func:`distdp.private_fit.budget_plan`). Default 0.75 with a tail release, else 0.5; the
+        (:func:`distdp.lda.private.fit.budget_plan`). Default 0.75 with a tail release, else 0.5; the
         spectral stages get the rest, so lower it when the spectral stage reports that the budget
         cannot be met.
     length_cap : int
@@ -254,7 +241,7 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
     unmix : int, optional
         Private fits with a scalable mechanism (LDA or single-topic):
         unmixing passes on every word after the spectral stage (and tail release)
-        (:func:`distdp.private_pipeline.unmix_private`). Default 2 when
+        (:func:`distdp.lda.private.pipeline.unmix_private`). Default 2 when
         ``refine`` is not given, else 0.
     whitening : {'auto', 'dense', 'matrix-free', 'power'}, optional
         Private fits with a scalable mechanism: the private whitening releases
@@ -263,11 +250,11 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
         (``matrix-free``: the same release and privacy, O(d·k) memory), or
         runs the noisy power method on it (``power``: one release per product,
         much more noise). Default ``auto``: dense up to
-        :data:`distdp.privacy.lda_private.DENSE_WHITENING_MAX_WORDS` words,
+        :data:`distdp.lda.private.scalable.DENSE_WHITENING_MAX_WORDS` words,
         matrix-free above.
     declared_bounds : DeclaredBounds or str, optional
         ``mechanism='config2'`` only: public bounds on the corpus's moments
-        (:class:`distdp.privacy.lda_dense.DeclaredBounds`, or its text form
+        (:class:`distdp.lda.private.dense.DeclaredBounds`, or its text form
         ``"sigma_k=…,gap=…,sigma_1=…,m3_norm=…"``), checked by a private
         test; the fit is then proven private instead of a paper claim.
     vocab_public : bool
@@ -275,10 +262,10 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
         ``prepare.json`` (written by ``distdp prepare``) records where a vocabulary came from; a private
         fit of a corpus without it is refused unless this is given (the guarantee then rests on the
         declaration, recorded in ``privacy.vocabulary``), and it is an error where ``prepare.json``
-        says the words were chosen from the text (:func:`distdp.private_fit.vocabulary_entry`). A count
+        says the words were chosen from the text (:func:`distdp.lda.private.fit.vocabulary_entry`). A count
         matrix's columns are the caller's and are treated as public.
     **solver
-        Further :class:`distdp.pipeline.SpectralParams` fields (``eigensolver``,
+        Further :class:`distdp.lda.pipeline.SpectralParams` fields (``eigensolver``,
         ``eig_iters``, ``eig_tol``, ``oversample``, ``tensor``, ``method``, ``n_restarts``, ``n_iters``).
 
     Returns
@@ -289,14 +276,18 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
     if out is not None:
         check_output_dir(out, overwrite)
     if epsilon is not None or delta is not None:
-        from distdp import private_fit
+        from distdp.lda.private import fit as private_fit
+        from distdp.lda.private.shard import PrivateShard
 
+        opener = functools.partial(open_corpus, corpus, vocab=vocab, vocab_size=vocab_size, workers=workers,
+                                   backend=backend, address=address, cpus_per_worker=cpus_per_worker,
+                                   shard_class=PrivateShard)
+        public = functools.partial(_public_coherence, backend=backend, address=address)
         return private_fit.fit_lda_private(
-            corpus, k, alpha0=alpha0, model=model, vocab=vocab, vocab_size=vocab_size, workers=workers,
-            backend=backend, address=address, seed=seed, refine=refine, eta=eta, out=out, overwrite=overwrite,
-            progress=progress, cpus_per_worker=cpus_per_worker, epsilon=epsilon, delta=delta, mechanism=mechanism,
+            corpus, k, opener, public, alpha0=alpha0, model=model, seed=seed, refine=refine, eta=eta, out=out,
+            overwrite=overwrite, progress=progress, epsilon=epsilon, delta=delta, mechanism=mechanism,
             refine_budget=refine_budget, length_cap=length_cap, reproducible=reproducible,
-            public_corpus=public_corpus, coherence=coherence, t_start=t_start, working_vocab=working_vocab,
+            public_corpus=public_corpus, coherence=coherence, working_vocab=working_vocab,
             unmix=unmix, declared_bounds=declared_bounds, whitening=whitening, vocab_public=vocab_public, **solver)
     if (reproducible or working_vocab is not None or unmix is not None or declared_bounds is not None
             or whitening is not None or vocab_public):
@@ -306,7 +297,7 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
         raise ValueError("refine (variational EM) applies to model='lda' only")
     refine = (pipeline.DEFAULT_REFINE if model == "lda" else 0) if refine is None else refine
     params = pipeline.SpectralParams(k=k, alpha0=alpha0, model=model, **solver)
-    update, close = _progress_bar(progress)
+    update, close = progress_bar(progress)
     rng = np.random.default_rng(seed)
     with open_corpus(corpus, vocab=vocab, vocab_size=vocab_size, workers=workers, backend=backend,
                      address=address, cpus_per_worker=cpus_per_worker) as oc:
@@ -321,7 +312,7 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
                                         res.stats["n_tokens"], n_em, eta, progress=update, learn_alpha=True,
                                         stop_tol=pipeline.EM_STOP_TOL)
                 topic_word, alpha, variational = em.topic_word, em.alpha, em.variational
-            coh = _coherence_on(oc.backend, topic_word) if coherence else None
+            coh = metrics.coherence_on(oc.backend, topic_word) if coherence else None
             resources = oc.resources()
         finally:
             close()
@@ -361,7 +352,7 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
 
 
 def _em_iterations(res: pipeline.SpectralResult, k: int, model: str, refine: int) -> int:
-    """EM iterations to run: ``refine``, at least :data:`distdp.pipeline.FILL_REFINE` when topics were filled.
+    """EM iterations to run: ``refine``, at least :data:`distdp.lda.pipeline.FILL_REFINE` when topics were filled.
 
     Where M2 supports only ``m < k`` topics the spectral stage's ``m`` are
     completed by split topics (:func:`distdp.lda.fill_topics`), which EM
@@ -385,42 +376,27 @@ def _em_iterations(res: pipeline.SpectralResult, k: int, model: str, refine: int
 
 
 # ------------------------------------------------------------------ coherence
-def _coherence_on(backend: pipeline.Backend, topic_word: np.ndarray, top_n: int = COHERENCE_TOP_N) -> dict:
-    """NPMI and C_V of each topic's ``top_n`` words from one pass of the shards, and topic diversity.
-
-    The shards count the documents containing each top word and each pair
-    (:meth:`distdp.shard.Shard.cooccurrence`); only those counts are summed
-    here, and both measures come from them (:func:`distdp.refine.npmi`,
-    :func:`distdp.metrics.c_v`, the document as C_V's window). Diversity
-    needs no pass (:func:`distdp.metrics.topic_diversity`, top 25 words).
-    """
-    top = np.argsort(-topic_word, axis=1, kind="stable")[:, :top_n]
-    words = np.unique(top)
-    stats = pipeline._sum(backend.call("cooccurrence", words))
-    npmi = refine.npmi(top, stats, words)
-    cv = metrics.c_v(top, stats, words)
-    return {"mean": float(npmi.mean()), "per_topic": npmi, "top_n": top_n,
-            "c_v": {"mean": float(cv.mean()), "per_topic": cv, "window": "document"},
-            "diversity": metrics.topic_diversity(topic_word, metrics.DIVERSITY_TOP_N),
-            "diversity_top_n": metrics.DIVERSITY_TOP_N}
-
-
-def coherence(model: LDAModel, corpus, *, top_n: int = COHERENCE_TOP_N, **open_kw) -> dict:
+def coherence(model: LDAModel, corpus, *, top_n: int = metrics.COHERENCE_TOP_N, **open_kw) -> dict:
     """NPMI and C_V coherence of each topic's ``top_n`` words from document co-occurrence in ``corpus``.
 
     One pass over the shards (the corpus is never gathered). Returns
     ``{"mean": float, "per_topic": ndarray (k,), "top_n": int}`` for NPMI
-    (Bouma 2009, a pair never together −1: :func:`distdp.refine.npmi`), with
+    (Bouma 2009, a pair never together −1: :func:`distdp.lda.refine.npmi`), with
     ``"c_v": {"mean", "per_topic", "window": "document"}`` (gensim's
     ``coherence='c_v'``, Röder et al. 2015, each document one window: the
     same as gensim's 110-token windows on documents of at most 110 tokens;
-    :func:`distdp.metrics.c_v`), and ``"diversity"`` (Dieng et al. 2020:
+    :func:`distdp.lda.metrics.c_v`), and ``"diversity"`` (Dieng et al. 2020:
     distinct words among all topics' top ``"diversity_top_n"`` = 25).
     In a private setting, coherence on the private training corpus is itself
     a release: compute it on a corpus you may publish statistics of.
     """
     with _open_for_model(model, corpus, open_kw) as oc:
-        return _coherence_on(oc.backend, model.topic_word, top_n)
+        return metrics.coherence_on(oc.backend, model.topic_word, top_n)
+
+
+def _public_coherence(model: LDAModel, corpus, backend: str, address: str | None) -> np.ndarray:
+    """NPMI per topic of ``model`` on a corpus declared public (a private fit's ``public_corpus``)."""
+    return coherence(model, corpus, backend=backend, address=address)["per_topic"]
 
 
 def _open_for_model(model: LDAModel, corpus, open_kw: dict, with_doc_ids: bool = False):
@@ -519,7 +495,7 @@ def export(model: LDAModel, corpus, out: str | Path, *, overwrite: bool = False,
     check_output_dir(out, overwrite)
     with _open_for_model(model, corpus, open_kw, with_doc_ids=True) as oc:
         mix = _gather_mixtures(oc.backend.call("transform", model.exp_elog_beta(), model.alpha, 100, 1e-3))
-        tf = pipeline._sum(oc.backend.call("term_frequency"))
+        tf = pipeline.sum_partials(oc.backend.call("term_frequency"))
     vocab = model.vocab or [str(i) for i in range(model.topic_word.shape[1])]
     with atomic_directory(out, overwrite=overwrite) as tmp:
         np.save(tmp / "topic_term_dists.npy", model.topic_word)

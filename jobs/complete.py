@@ -4,7 +4,7 @@
         python jobs/complete.py ratings.parquet --rank 3 --perturbation gradient --epsilon 1 --out /shared/fit
 
 The arguments are those of ``distdp complete``. For repeated runs and ε
-sweeps as Ray tasks use :mod:`distdp.completion.parallel` (or
+sweeps as Ray tasks use :mod:`distdp.distributed.completion` (or
 ``benchmarks/completion_figures.py``).
 """
 import sys

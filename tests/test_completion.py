@@ -472,7 +472,7 @@ def test_cli_failure_leaves_no_output_dir(tmp_path, capsys):
 
 
 def test_epsilon_sweep_runs_as_ray_tasks(ray_session):
-    from distdp.completion.parallel import epsilon_sweep
+    from distdp.distributed.completion import epsilon_sweep
 
     obs = small_obs(shape=(6, 6, 6), frac=0.8)
     rows = epsilon_sweep(obs, epsilons=[0.5, 4.0], perturbations=["none", "input", "gradient"], n_runs=2, seed=10,

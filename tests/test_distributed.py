@@ -3,9 +3,10 @@ import numpy as np
 import pytest
 
 import distdp
-from distdp import pipeline
+from distdp.lda import pipeline
 from distdp.io import corpus as cio
-from distdp.synthetic import sample_corpus
+from distdp.lda.shard import Shard
+from distdp.lda.synthetic import sample_corpus
 
 K, D = 5, 300
 
@@ -81,8 +82,8 @@ def test_working_vocab_restart_on_ray_equals_in_process(ray_session, corpus_dir,
     """``--working-vocab auto`` forced to restart (20 words per topic: 100 → 200 of the 300 words; every
     token share and probe ratio passing): the actors' restricted views switch to the larger vocabulary, and
     the fit equals the in-process one (seeded noise; tolerance as above)."""
-    from distdp import private_pipeline
-    from distdp.privacy import lda_private
+    from distdp.lda.private import pipeline as private_pipeline
+    from distdp.lda.private import scalable as lda_private
 
     monkeypatch.setattr(private_pipeline, "WORKING_VOCAB_PER_TOPIC", 20)
     monkeypatch.setattr(lda_private, "RESTART_TOKEN_SHARE", 1.0)
@@ -114,7 +115,7 @@ def fit_with_fault(corpus_dir, workers, fault, stage="whitening", **backend_kw):
     from distdp.distributed import RayBackend
 
     units = cio.plan_units(cio.discover(corpus_dir))
-    be = RayBackend(cio.partition(units, workers), D, **backend_kw)
+    be = RayBackend(cio.partition(units, workers), D, Shard, **backend_kw)
     fired = []
 
     def progress(name, done, total):

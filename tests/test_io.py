@@ -45,7 +45,7 @@ def test_corpus_by_uri_reads_as_the_local_path(tmp_path):
     """A corpus, its vocabulary and its prepare.json given as URIs (pyarrow.fs; ``file://`` here, as
     ``s3://`` on a cluster) read exactly as the same files by local path; hidden directories are
     skipped relative to the corpus, not along the whole path."""
-    from distdp.private_fit import vocabulary_entry
+    from distdp.lda.private.fit import vocabulary_entry
 
     root = tmp_path / ".hidden parent" / "c"          # a hidden directory above the corpus is fine
     rng = np.random.default_rng(0)

@@ -240,7 +240,7 @@ def head():
 def inputs(tmp_path_factory):
     """A small LDA corpus, the same corpus with a vocabulary too short for its word ids, and points."""
     from distdp.io.corpus import write_corpus
-    from distdp.synthetic import sample_corpus
+    from distdp.lda.synthetic import sample_corpus
     from distdp.tensor.files import write_points
     from distdp.tensor.synthetic import SkewedMixture
 

@@ -9,10 +9,11 @@ import scipy.sparse as sp
 from scipy.linalg import subspace_angles
 
 import distdp
-from distdp import lda, moments, pipeline, whitening
+from distdp import lda
+from distdp.lda import moments, pipeline, whitening
 from distdp.cli import main
-from distdp.shard import Shard
-from distdp.synthetic import sample_corpus
+from distdp.lda.shard import Shard
+from distdp.lda.synthetic import sample_corpus
 from distdp.tensor.power import robust_power_method
 
 
@@ -264,7 +265,7 @@ def test_cli_make_corpus_and_fit_local(tmp_path, capsys):
 def test_lda_restarts_default_and_refusal():
     """The LDA default L (pipeline.default_lda_restarts; measurements in its docstring) and --restarts refused
     where it does nothing (the simultaneous method on the k×k×k tensor is one orthogonal iteration)."""
-    from distdp.pipeline import SpectralParams, default_lda_restarts
+    from distdp.lda.pipeline import SpectralParams, default_lda_restarts
 
     assert [default_lda_restarts(k) for k in (2, 10, 100, 1000)] == [10, 20, 21, 30]
     assert SpectralParams(10).restarts() == 20 and SpectralParams(10, n_restarts=5).restarts() == 5

@@ -7,10 +7,11 @@ import pytest
 import scipy.sparse as sp
 
 import distdp
-from distdp import api, metrics, refine
+from distdp import api
+from distdp.lda import metrics, refine
 from distdp.cli import main
 from distdp.io.corpus import write_corpus
-from distdp.synthetic import sample_corpus
+from distdp.lda.synthetic import sample_corpus
 
 gensim_cm = pytest.importorskip("gensim.models.coherencemodel")
 from gensim.corpora import Dictionary  # noqa: E402
@@ -183,7 +184,7 @@ def small():
 def test_fit_records_c_v_and_diversity_and_sharding_changes_nothing(small, tmp_path):
     m = distdp.fit_lda(small.counts, 4, backend="local", seed=0, progress=False)
     coh = m.info["coherence"]
-    assert coh["measure"] == "NPMI" and coh["top_n"] == api.COHERENCE_TOP_N and coh["corpus"] == "training corpus"
+    assert coh["measure"] == "NPMI" and coh["top_n"] == metrics.COHERENCE_TOP_N and coh["corpus"] == "training corpus"
     assert len(coh["per_topic"]) == 4 and coh["mean"] == pytest.approx(np.mean(coh["per_topic"]))
     assert coh["c_v"]["window"] == "document" and len(coh["c_v"]["per_topic"]) == 4
     assert coh["c_v"]["mean"] == pytest.approx(np.mean(coh["c_v"]["per_topic"]))
@@ -208,7 +209,7 @@ def test_fit_records_c_v_and_diversity_and_sharding_changes_nothing(small, tmp_p
     vocab = [f"v{i}" for i in range(X.shape[1])]
     texts = [[vocab[w] for w, c in zip(X[r].indices, X[r].data) for _ in range(int(c))] for r in range(X.shape[0])]
     assert max(len(t) for t in texts) <= metrics.GENSIM_CV_WINDOW
-    top = np.argsort(-m.topic_word, axis=1, kind="stable")[:, :api.COHERENCE_TOP_N]
+    top = np.argsort(-m.topic_word, axis=1, kind="stable")[:, :metrics.COHERENCE_TOP_N]
     np.testing.assert_allclose(three["c_v"]["per_topic"], gensim_c_v(top, texts, vocab), rtol=0, atol=1e-6)
 
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from distdp import moments
-from distdp.moments import MomentCoefficients, TensorWeights, WhitenedTensor
+from distdp.lda import moments
+from distdp.lda.moments import MomentCoefficients, TensorWeights, WhitenedTensor
 
 ALPHA0S = [0.0, 0.35, 2.5]  # never 1: the paper's wrong M3 coefficients coincide with the right ones at α0 = 1
 
@@ -26,7 +26,8 @@ def m2_ref(c):
 
 
 def m3_ref(c):
-    """SPEC §4's m3 written term by term with explicit basis tensors."""
+    """The per-document m3 of dp-spectral-lda-end-to-end, eq. 9 (= eq. 44 with its last term a single
+    sum over i), written term by term with explicit basis tensors."""
     c = c.astype(float)
     d, l = len(c), c.sum()
     t = np.einsum("i,j,k->ijk", c, c, c)
@@ -106,7 +107,9 @@ def dirichlet_moments(alpha):
 
 @pytest.mark.parametrize("alpha", [np.array([0.3, 0.7, 1.5]), np.array([0.05, 0.1, 0.2]), np.array([2.0, 3.0, 5.0])])
 def test_lda_moment_identities(alpha):
-    """SPEC §4: M2 = Σ α_i/(α0(α0+1)) μ_i⊗μ_i and M3 = Σ 2α_i/(α0(α0+1)(α0+2)) μ_i⊗3 exactly."""
+    """dp-spectral-lda-end-to-end, Lemma 3.2 (eqs. 5–6): M2 = Σ α_i/(α0(α0+1)) μ_i⊗μ_i and
+    M3 = Σ 2α_i/(α0(α0+1)(α0+2)) μ_i⊗3 exactly, with M2 as in Def. 3.1 (eq. 2) and M3 with the
+    corrected coefficients −α0/(α0+2) and 2α0²/((α0+1)(α0+2)) (eqs. 3 and 29 print wrong ones)."""
     rng = np.random.default_rng(0)
     mu = rng.dirichlet(np.ones(4), size=3).T  # d×k, columns are topics
     a0 = alpha.sum()

@@ -1,4 +1,5 @@
-"""Accounting against closed forms, and the numbers SPEC §3 states for the paper's recipe."""
+"""Accounting against closed forms, and the numbers that the noise recipe of Wang & Anandkumar 2016
+(Algorithm 3, line 2; composition in the proof of Thm 4.1) gives."""
 import math
 
 import pytest

@@ -23,10 +23,10 @@ import pytest
 import scipy.sparse as sp
 from scipy import stats
 
-from distdp.privacy import lda_dense as ld
+from distdp.lda.private import dense as ld
 from distdp.privacy import mechanisms
 from distdp.privacy.ledger import PrivacyLedger
-from distdp.synthetic import sample_corpus
+from distdp.lda.synthetic import sample_corpus
 
 A0, K, D = 0.5, 2, 4
 EPS, DELTA = 2.0, 1e-6                   # the full release's claim

@@ -14,14 +14,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from distdp import api, private_fit as pf, private_pipeline
+from distdp import api
+from distdp.lda.private import fit as pf, pipeline as private_pipeline
 from distdp.cli import main
 from distdp.io.corpus import write_corpus
 from distdp.io.prepare import (DPVocabOptions, check_delta_for_n_docs, prepare_counts, read_prepare_json, tokenize,
                                vocabulary_provenance)
 from distdp.privacy import mechanisms
 from distdp.privacy.ledger import BudgetNotMetError
-from distdp.synthetic import sample_corpus
+from distdp.lda.synthetic import sample_corpus
 
 N, D, K = 3000, 100, 3
 WORDS = [f"w{i}" for i in range(D)]

@@ -1,4 +1,4 @@
-"""Private spectral LDA and private EM (distdp.privacy.lda_private, distdp.private_pipeline, distdp.private_fit)."""
+"""Private spectral LDA and private EM (distdp.lda.private.scalable, distdp.lda.private.pipeline, distdp.lda.private.fit)."""
 from __future__ import annotations
 
 import json
@@ -12,14 +12,16 @@ from hypothesis import strategies as st
 from scipy import stats
 from scipy.linalg import subspace_angles
 
-from distdp import api, lda, moments, pipeline, refine
-from distdp import private_fit as pf
+from distdp import api, lda
+from distdp.lda import moments, pipeline, refine
+from distdp.lda.private import fit as pf
 from distdp.cli import main
-from distdp.private_pipeline import _Noise
-from distdp.privacy import lda_private, mechanisms
+from distdp.lda.private.pipeline import _Noise
+from distdp.privacy import mechanisms
+from distdp.lda.private import scalable as lda_private
 from distdp.privacy.ledger import BudgetNotMetError, PrivacyLedger
-from distdp.shard import Shard
-from distdp.synthetic import sample_corpus
+from distdp.lda.private.shard import PrivateShard as Shard
+from distdp.lda.synthetic import sample_corpus
 
 D = 7  # vocabulary of the property tests
 K = 3
@@ -872,8 +874,8 @@ def test_whitening_noise_level_counts_the_m1_identity_shift(monkeypatch):
     # Regression: when the noisy histogram's quantile lands on a spurious bin at the grid's bottom, C2 ≈ 1e-7
     # clips every m2_n to ≈ 0 and the whitening sees only the shift (10 equal eigenvalues; a 395-document
     # corpus at ε = 2 returned topics of NPMI −0.71 from it). Forcing that C2 must give the budget error.
-    from distdp import private_pipeline as pp
-    from distdp.pipeline import LocalBackend, SpectralParams
+    from distdp.lda.private import pipeline as pp
+    from distdp.lda.pipeline import LocalBackend, SpectralParams
 
     real = pp._release_counts
 
@@ -924,7 +926,8 @@ def test_matrix_free_whitening_equals_the_dense_release(monkeypatch, topup):
     (S the dense clipped sum; with the top-up, N the precision average of both draws). LOBPCG stops at
     residual ≤ MATRIX_FREE_TOL × noise level per pair; the Rayleigh–Ritz pairs then obey Davis–Kahan,
     sin Θ ≤ √k·tol/(λ_k − λ_{k+1}) (gap of the formed matrix), and eigenvalues to that tol."""
-    from distdp import pipeline, private_pipeline as pp
+    from distdp.lda import pipeline
+    from distdp.lda.private import pipeline as pp
 
     monkeypatch.setattr(lda_private, "WHITENING_TOPUP_SNR", 1e9 if topup else 0.0)
     c = sample_corpus(3000, 150, 5, np.random.default_rng(4), alpha0=1.0, doc_length=80)
@@ -938,7 +941,7 @@ def test_matrix_free_whitening_equals_the_dense_release(monkeypatch, topup):
     ledger = PrivacyLedger()
     rel = pp._whitening_matrix_free(backend, d, k, p, coef, n_hat, m1, m1_var, c2, sens,
                                     _Noise(plan, np.random.default_rng(9), ledger), np.random.default_rng(10),
-                                    pipeline._Stages(None))
+                                    pipeline.Stages(None))
     # The reference: the same two operators' matrices (each draws its entropy from the noise generator in turn).
     gen = np.random.default_rng(9)
     s1 = plan["m2_whitening"].multiplier * sens
@@ -1015,7 +1018,7 @@ def test_private_matrix_free_fit_keeps_its_seed_and_no_dense_matrix(monkeypatch)
     import json
     import tracemalloc
 
-    from distdp import private_pipeline as pp
+    from distdp.lda.private import pipeline as pp
 
     seeds = []
     real_init = mechanisms.SymmetricNoiseOperator.__init__
@@ -1314,7 +1317,7 @@ def test_vocabulary_built_from_private_text_is_reported(tmp_path, fixed_entropy)
 @pytest.mark.parametrize("mechanism, proven", [("config1", True), ("agn", True), ("avn", True), ("config2", False),
                                                ("config1-paper", True)])
 def test_dense_mechanisms_through_fit_lda(mechanism, proven):
-    # The papers' small-vocabulary mechanisms (distdp.privacy.lda_dense) behind the same API and report;
+    # The papers' small-vocabulary mechanisms (distdp.lda.private.dense) behind the same API and report;
     # only the ones whose sensitivities hold unconditionally claim a guarantee.
     c = sample_corpus(5000, 20, 3, np.random.default_rng(10))
     m = api.fit_lda(c.counts, 3, backend="local", epsilon=200.0, delta=1e-6, mechanism=mechanism, progress=False)
@@ -1329,7 +1332,7 @@ def test_config2_with_declared_bounds_through_fit_lda(tmp_path):
     # The declaration (text form, as --declared-bounds) is half the corpus's σ_k and smallest gap and 1.5× its
     # σ_1 and ‖M3‖_F: at ε = 200 (ε0 = 20) the test needs a margin of ln(1/(2δ0))/ε0 ≈ 0.7 documents, and
     # this corpus has hundreds, so it passes (a failure would need Laplace(0.05) < −hundreds).
-    from distdp.privacy import lda_dense
+    from distdp.lda.private import dense as lda_dense
 
     c = sample_corpus(5000, 20, 3, np.random.default_rng(10))
     part = lda_dense.dense_moment_partial(c.counts)

@@ -1,4 +1,4 @@
-"""Dense DP spectral LDA: moments, sensitivities, accounting, utility, validation (distdp.privacy.lda_dense)."""
+"""Dense DP spectral LDA: moments, sensitivities, accounting, utility, validation (distdp.lda.private.dense)."""
 from __future__ import annotations
 
 import itertools
@@ -10,14 +10,14 @@ import scipy.sparse as sp
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from distdp import moments
+from distdp.lda import moments
 from distdp.lda import matched_l1
-from distdp.moments import MomentCoefficients, TensorWeights, WhitenedTensor
+from distdp.lda.moments import MomentCoefficients, TensorWeights, WhitenedTensor
 from distdp.privacy import accounting as acct
-from distdp.privacy import lda_dense as ld
+from distdp.lda.private import dense as ld
 from distdp.privacy import mechanisms
 from distdp.privacy.ledger import BudgetNotMetError, PrivacyLedger
-from distdp.synthetic import sample_corpus
+from distdp.lda.synthetic import sample_corpus
 
 SQRT2 = math.sqrt(2.0)
 DELTA = 1e-6
@@ -86,7 +86,7 @@ def tiny():
 
 @pytest.mark.parametrize("alpha0", [0.5, 3.0])
 def test_dense_moments_equal_reference(tiny, alpha0):
-    """Equal to distdp.moments (Ω = I, W = I) and to the brute-force U-statistics, to rounding."""
+    """Equal to distdp.lda.moments (Ω = I, W = I) and to the brute-force U-statistics, to rounding."""
     Cs = sp.csr_matrix(tiny)
     part = ld.dense_moment_partial(Cs)
     assert part.n_used == 7

@@ -1,4 +1,4 @@
-"""AGN, AVN and DP-TPM on the single-topic model (distdp.privacy.moments_dp)."""
+"""AGN, AVN and DP-TPM on the single-topic model (distdp.lda.private.single_topic)."""
 from __future__ import annotations
 
 import itertools
@@ -13,9 +13,9 @@ from scipy import optimize, stats
 
 from distdp.privacy import accounting as acct
 from distdp.privacy import mechanisms
-from distdp.privacy import moments_dp as md
+from distdp.lda.private import single_topic as md
 from distdp.privacy.ledger import BudgetNotMetError
-from distdp.synthetic import sample_corpus
+from distdp.lda.synthetic import sample_corpus
 
 SQRT2 = math.sqrt(2.0)
 

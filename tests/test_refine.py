@@ -8,11 +8,11 @@ import scipy.sparse as sp
 from scipy.special import digamma
 
 import distdp
-from distdp import pipeline, refine
-from distdp.shard import Shard
+from distdp.lda import pipeline, refine
+from distdp.lda.shard import Shard
 from distdp.cli import main
 from distdp.io.corpus import write_corpus
-from distdp.synthetic import sample_corpus
+from distdp.lda.synthetic import sample_corpus
 
 
 def e_step_reference(counts, exp_elog_beta, alpha, max_iter=100, tol=1e-3):
@@ -79,7 +79,7 @@ def test_e_step_document_depends_on_its_own_words_only(small):
 def test_scaled_contributions_have_the_cap_as_norm(small):
     """Private EM with word scales S: each document's released term (Ê_β ∘ its statistics) ∘ S has
     Frobenius norm exactly C (its sensitivity, lda_private.em_sensitivity); checked one document at a time."""
-    from distdp.privacy import lda_private
+    from distdp.lda.private import scalable as lda_private
 
     eb = refine.exp_elog_beta_from_topics(small.topic_word)
     S = lda_private.word_scales(small.topic_word, np.asarray(small.counts.sum(axis=0)).ravel())

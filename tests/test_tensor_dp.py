@@ -127,7 +127,7 @@ def test_tight_and_paper_accounting_report_the_certified_epsilon():
     recipe = accounting.paper_dp_tpm_recipe(1.0, 1e-6, K)
     assert p.noise_multiplier == pytest.approx(recipe.noise_multiplier)
     assert p.nu == pytest.approx(6 * math.sqrt(2 * math.log(1.25 / recipe.delta_prime)) / recipe.epsilon_prime)
-    assert p.epsilon_pld < 0.5 and p.paper["advanced_composition_epsilon"] > 1.2  # SPEC §3: ≈ 1.31
+    assert p.epsilon_pld < 0.5 and p.paper["advanced_composition_epsilon"] > 1.2  # W&A 2016, Thm 4.1's proof: ≈ 1.31, not 1
     assert p.noise_multiplier > 3 * r.noise_multiplier
     # λ ≫ noise here: both recover the components
     for res in (tight, paper):

@@ -11,7 +11,8 @@ from distdp.cli import main
 from distdp.io.atomic import atomic_directory
 from distdp.tensor import forms, power
 from distdp.privacy import mechanisms
-from distdp.tensor.files import delta_warning, read_points, write_points
+from distdp.decompose import delta_warning
+from distdp.tensor.files import read_points, write_points
 
 
 @pytest.fixture
@@ -186,7 +187,7 @@ def test_existing_out_is_refused_before_any_work(tmp_path, capsys, tensor, monke
         raise AssertionError("decomposed before checking --out")
 
     monkeypatch.setattr(power, "robust_power_method", no_work)
-    monkeypatch.setattr("distdp.tensor.files._tensor_operator", no_work)
+    monkeypatch.setattr("distdp.tensor.files.tensor_operator", no_work)
     code, cap = run(tmp_path, capsys, tmp_path / "t.npy", "--k", 2)
     assert code == 2 and "--out" in cap.err and "already exists" in cap.err and "--overwrite" in cap.err
     assert (tmp_path / "out" / "keep").read_text() == "mine"

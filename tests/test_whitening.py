@@ -6,8 +6,8 @@ import pytest
 import scipy.sparse as sp
 
 import distdp
-from distdp import whitening
-from distdp.synthetic import sample_corpus, sample_topics
+from distdp.lda import whitening
+from distdp.lda.synthetic import sample_corpus, sample_topics
 
 
 def _operator(rng, d, positive, negative):

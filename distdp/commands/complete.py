@@ -1,4 +1,4 @@
-"""``distdp complete``: CP / Tucker tensor completion with optional differential privacy (SPEC §6)."""
+"""``distdp complete``: CP / Tucker tensor completion with optional differential privacy (paper: dp-tensor-completion-cp-tucker)."""
 from __future__ import annotations
 
 import argparse

@@ -59,7 +59,7 @@ def run_make_corpus(args) -> int:
     import numpy as np
 
     from distdp.io.corpus import write_corpus
-    from distdp.synthetic import sample_corpus
+    from distdp.lda.synthetic import sample_corpus
 
     c = sample_corpus(args.docs, args.vocab_size, args.topics, np.random.default_rng(args.seed), args.model,
                       args.alpha0, args.doc_length, args.topic_concentration)

@@ -48,7 +48,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     """Decompose, write ``--out``, print the eigenvalues and the privacy summary (warnings: :func:`distdp.cli.main`)."""
-    from distdp.tensor.files import decompose
+    from distdp.decompose import decompose
 
     res = decompose(args.input, args.k, args.out, n_restarts=args.restarts, n_iters=args.iters,
                     method=args.method, epsilon=args.epsilon, delta=args.delta, accounting=args.accounting,

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from distdp.privacy.lda_private import DENSE_WHITENING_MAX_WORDS, WHITENING_FORMS
+from distdp.lda.private.scalable import DENSE_WHITENING_MAX_WORDS, WHITENING_FORMS
 
 
 def _working_vocab(text: str):

@@ -1,11 +1,11 @@
-"""Differentially private tensor completion, CP and Tucker (paper: dp-tensor-completion-cp-tucker; SPEC §6).
+"""Differentially private tensor completion, CP and Tucker (paper: dp-tensor-completion-cp-tucker).
 
 - :func:`complete`: fit a CP (eq. 6) or Tucker (eq. 7) completion by mini-batch
   SGD, with no perturbation, input perturbation (Alg. 1), the sound gradient
   perturbation (DP-SGD, tight accounting), or the paper's gradient (Alg. 2)
   and output (Alg. 3) perturbations as labelled reproductions.
 - :class:`CompletionResult`, :class:`PrivacyReport`, :class:`Observations`.
-- :mod:`distdp.completion.parallel`: repeated runs and ε sweeps as Ray tasks.
+- :mod:`distdp.distributed.completion`: repeated runs and ε sweeps as Ray tasks.
 
 Module layout: ``cp.py`` / ``tucker.py`` (model math), ``sgd.py`` (the SGD and
 gradient rules), ``perturbation.py`` (mechanisms and privacy reports),

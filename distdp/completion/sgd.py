@@ -1,6 +1,7 @@
 """Mini-batch SGD on the completion objectives (paper eqs. 6–7), plain or with gradient perturbation.
 
-Choices the paper leaves open (SPEC §6), made here:
+Choices the paper leaves open (it gives no per-entry gradients, initialisation,
+visiting order or per-entry scaling of the regulariser), made here:
 
 - **Per-entry objective.** f = Σ_{e∈Ω} f_e with
   f_e = (x_e − x̂_e)² + λ(‖a_i‖²/n¹_i + ‖b_j‖²/n²_j + ‖c_k‖²/n³_k) + λg‖G‖²/|Ω|,

@@ -1,9 +1,12 @@
 """Ray shard actors and the backend the coordinator talks to.
 
 Each :class:`ShardActor` reads its row groups of the parquet corpus once and
-keeps them as a CSR :class:`distdp.shard.Shard` across passes. The driver
-calls one shard method on every actor and gets small arrays back; large
-arguments (``W``, test blocks) go through the object store once per pass.
+keeps them, as an instance of the shard class it is given (a class taking a
+CSR count matrix and document ids, such as :class:`distdp.lda.shard.Shard`),
+across passes. The driver calls one shard method on every actor and gets
+small arrays back; large arguments (``W``, test blocks) go through the object
+store once per pass. This module is the transport only: it imports no model
+code.
 
 Fault tolerance: actors are created with ``max_restarts`` and
 ``max_task_retries``. An actor that dies (process killed, node lost) is
@@ -23,7 +26,6 @@ import numpy as np
 import ray
 
 from distdp.io.corpus import Unit, read_doc_ids, read_units
-from distdp.shard import Shard
 
 DEFAULT_RESTARTS = 4
 
@@ -32,12 +34,13 @@ DEFAULT_RESTARTS = 4
 class ShardActor:
     """Holds one shard's documents in memory and serves the coordinator's passes."""
 
-    def __init__(self, units: Sequence[Unit] | None, vocab_size: int, counts=None, with_doc_ids: bool = False):
+    def __init__(self, shard_class: type, units: Sequence[Unit] | None, vocab_size: int, counts=None,
+                 with_doc_ids: bool = False):
         self.error = None
         self.t_read = time.perf_counter()
         try:
             ids = read_doc_ids(units) if with_doc_ids and units is not None else None
-            self.shard = Shard(counts if counts is not None else read_units(units, vocab_size), ids)
+            self.shard = shard_class(counts if counts is not None else read_units(units, vocab_size), ids)
         except (ValueError, OSError) as exc:  # reported by ready(), so the driver sees the message
             self.error = exc
         self.t_read = time.perf_counter() - self.t_read
@@ -50,7 +53,7 @@ class ShardActor:
                 "pid": os.getpid(), "node": ray.get_runtime_context().get_node_id()}
 
     def call(self, method: str, *args: Any):
-        """Run ``Shard.<method>(*args)``."""
+        """Run ``<shard>.<method>(*args)``."""
         return getattr(self.shard, method)(*args)
 
     def peak_rss_bytes(self) -> int:
@@ -79,6 +82,9 @@ class RayBackend:
     groups : list of list of Unit
         The row groups of each shard (:func:`distdp.io.corpus.partition`).
     vocab_size : int
+    shard_class : type
+        The class each actor hosts, built as ``shard_class(counts, doc_ids)``
+        (e.g. :class:`distdp.lda.shard.Shard`).
     cpus_per_worker : float
         CPUs each actor reserves (scheduling only).
     max_restarts : int
@@ -91,15 +97,17 @@ class RayBackend:
         Also read the documents' ids (for ``transform``).
     """
 
-    def __init__(self, groups: Sequence[Sequence[Unit]] | None, vocab_size: int, cpus_per_worker: float = 1.0,
+    def __init__(self, groups: Sequence[Sequence[Unit]] | None, vocab_size: int, shard_class: type,
+                 cpus_per_worker: float = 1.0,
                  max_restarts: int = DEFAULT_RESTARTS, matrices=None, start_timeout: float = 600.0,
                  with_doc_ids: bool = False):
         opts = dict(num_cpus=cpus_per_worker, max_restarts=max_restarts, max_task_retries=max_restarts,
                     scheduling_strategy="SPREAD")
         if matrices is not None:
-            self.actors = [ShardActor.options(**opts).remote(None, vocab_size, m) for m in matrices]
+            self.actors = [ShardActor.options(**opts).remote(shard_class, None, vocab_size, m) for m in matrices]
         else:
-            self.actors = [ShardActor.options(**opts).remote(list(g), vocab_size, None, with_doc_ids) for g in groups]
+            self.actors = [ShardActor.options(**opts).remote(shard_class, list(g), vocab_size, None,
+                                                               with_doc_ids) for g in groups]
         self.n_shards = len(self.actors)
         try:
             self.info = self._get([a.ready.remote() for a in self.actors], timeout=start_timeout)
@@ -121,7 +129,7 @@ class RayBackend:
             raise
 
     def call(self, method: str, *args: Any) -> list:
-        """Run ``Shard.<method>(*args)`` on every actor in one round; results in shard order.
+        """Run ``<shard>.<method>(*args)`` on every actor in one round; results in shard order.
 
         The bytes of array payload returned per round are recorded in ``traffic[method]``.
         """

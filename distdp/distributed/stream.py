@@ -1,4 +1,4 @@
-"""Ray shard actors holding data points for the tensor power methods (SPEC §1).
+"""Ray shard actors holding data points for the tensor power methods.
 
 Each :class:`PointShardActor` holds one shard of points (rows of a dense or
 CSR matrix, clipped to a public norm bound when asked). The coordinator (the

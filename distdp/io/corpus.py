@@ -1,4 +1,4 @@
-"""Parquet corpora (SPEC §2): discovery, validation, reading into CSR, writing.
+"""Parquet corpora: discovery, validation, reading into CSR, writing.
 
 A corpus is one parquet file or a directory of them, one row per document:
 ``word_ids: list<int32>`` and ``counts: list<int32>`` of equal length, ids

@@ -59,7 +59,7 @@ Only ``prepare.json`` tells where a corpus's vocabulary came from
 (:func:`vocabulary_provenance`): a corpus without it (written by another tool,
 or copied without it) has a vocabulary of unknown provenance, which a private
 fit refuses unless the caller declares it public
-(:func:`distdp.private_fit.vocabulary_entry`).
+(:func:`distdp.lda.private.fit.vocabulary_entry`).
 
 ``prepare.json`` keys about the vocabulary:
 
@@ -870,7 +870,7 @@ def vocabulary_privacy(corpus_dir: str | Path) -> dict | None:
         - ``None``: public vocabulary, or no ``prepare.json``. The two differ
           for a private fit (:func:`vocabulary_provenance`: ``"public"`` or
           ``"unknown"``; a fit refuses the latter unless the vocabulary is
-          declared public, :func:`distdp.private_fit.vocabulary_entry`).
+          declared public, :func:`distdp.lda.private.fit.vocabulary_entry`).
 
     Raises
     ------

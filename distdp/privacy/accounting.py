@@ -82,15 +82,15 @@ def compose(*events: dpe.DpEvent) -> dpe.DpEvent:
 
 # --------------------------------------------------------------------------- tight accounting
 
-def _flatten(event: dpe.DpEvent, count: int, out: list) -> None:
+def flatten_event(event: dpe.DpEvent, count: int, out: list) -> None:
     """Append ``(leaf_event, count)`` pairs; raise on unsupported events."""
     if isinstance(event, dpe.NoOpDpEvent):
         return
     if isinstance(event, dpe.SelfComposedDpEvent):
-        _flatten(event.event, count * event.count, out)
+        flatten_event(event.event, count * event.count, out)
     elif isinstance(event, dpe.ComposedDpEvent):
         for e in event.events:
-            _flatten(e, count, out)
+            flatten_event(e, count, out)
     elif isinstance(event, (dpe.GaussianDpEvent, dpe.LaplaceDpEvent, dpe.RandomizedResponseDpEvent,
                             dpe.ZCDpEvent, dpe.NonPrivateDpEvent)):
         out.append((event, count))
@@ -105,7 +105,7 @@ def _split(event: dpe.DpEvent) -> tuple[float, list]:
     (the Gaussian mechanism's privacy profile depends only on sensitivity/σ).
     """
     leaves: list = []
-    _flatten(event, 1, leaves)
+    flatten_event(event, 1, leaves)
     gaussian = [(ev, count) for ev, count in leaves if isinstance(ev, dpe.GaussianDpEvent)]
     others = [(ev, count) for ev, count in leaves if not isinstance(ev, dpe.GaussianDpEvent)]
     return sum(count / ev.noise_multiplier ** 2 for ev, count in gaussian), others
@@ -175,7 +175,7 @@ def epsilon_rdp(event: dpe.DpEvent, delta: float) -> float:
     """ε at ``delta`` of ``event`` by Rényi-DP accounting (dp-accounting's ``RdpAccountant``)."""
     delta = mechanisms.check_delta(delta)
     leaves: list = []
-    _flatten(event, 1, leaves)  # raises on unsupported events with our message
+    flatten_event(event, 1, leaves)  # raises on unsupported events with our message
     acc = rdplib.RdpAccountant(neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE)
     acc.compose(event)
     return float(acc.get_epsilon(delta))
@@ -278,7 +278,7 @@ class PaperRecipe:
     advanced_composition_epsilon, advanced_composition_delta : float
         What advanced composition actually gives for K releases at (ε′, δ′)
         with slack ``δ/2``: ε ≈ 1.31 for a target ε = 1 — the paper's
-        composition step does not reach its claimed ε (SPEC §3).
+        composition step (proof of Thm 4.1) does not reach its claimed ε.
     """
 
     epsilon: float

@@ -145,7 +145,7 @@ class PrivacyLedger:
 
     def record(self, release: Release) -> Release:
         """Append ``release`` (its event is checked to be accountable now, not at the end)."""
-        accounting._flatten(release.dp_event, 1, [])
+        accounting.flatten_event(release.dp_event, 1, [])
         self.releases.append(release)
         return release
 

@@ -347,7 +347,7 @@ def from_unique_entries(values: np.ndarray, d: int) -> np.ndarray:
 
 def symmetric_tensor_noise(d: int, scale: float, rng: np.random.Generator, kind: str = "gaussian",
                            max_entries: int = MAX_DENSE_NOISE_ENTRIES) -> np.ndarray:
-    """Symmetric d×d×d noise on the ``C(d+2,3)`` unique entries, mirrored (AGN/AVN, SPEC §5).
+    """Symmetric d×d×d noise on the ``C(d+2,3)`` unique entries, mirrored (AGN/AVN, Imtiaz & Sarwate 2018, Alg. 1).
 
     Parameters
     ----------

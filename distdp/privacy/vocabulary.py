@@ -1,6 +1,6 @@
 """Differentially private vocabulary selection (Gaussian partition selection with a public cap).
 
-The vocabulary of a corpus is information about the corpus (SPEC §2): a word
+The vocabulary of a corpus is information about the corpus: a word
 that occurs in one document only reveals that document. This module chooses
 the vocabulary from document frequencies with a DP mechanism (privacy unit:
 one document, replace-one neighbours, N public), pure numpy/scipy.

@@ -35,8 +35,9 @@ choice of the best candidates and the restarts are post-processing.
 
 - ``accounting="paper"``: ``m`` from the printed recipe of Alg. 3 line 2
   (:func:`distdp.privacy.accounting.paper_dp_tpm_recipe`), a reproduction;
-  its composition claim does not hold as printed (SPEC §3), though the
-  noise is far larger than needed.
+  its composition claim (proof of Thm 4.1) does not hold as printed: its
+  ε′, δ′ put into the advanced composition theorem give a total ε ≈ 1.31
+  for a target ε = 1, though the noise is far larger than needed.
 - ``accounting="tight"``: the smallest ``m`` for which PLD accounting of the
   K releases certifies (ε, δ).
 

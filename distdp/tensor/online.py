@@ -6,7 +6,7 @@ forming it: each power iteration reads the *next* ``n`` points, shared by all
 ``(1/n) Σ_ℓ (x_ℓᵀu)³`` for every restart (``nkR`` points in all). Deflation
 goes through the stored ``(λ̂_j, v̂_j)``. No diagonal correction is applied.
 
-Typos of the printed algorithm, fixed here (SPEC §3): line 6's ``x_i`` is
+Typos of the printed algorithm (Wang & Anandkumar 2016, Algorithm 2), fixed here: line 6's ``x_i`` is
 ``x_ℓ``; line 7's ``ξ_{j,τ} = v̂_jᵀ u_t`` uses the normalised iterate
 ``u_t`` (not the accumulator ``ũ``).
 
@@ -233,7 +233,7 @@ def online_power_method(stream, k: int, *, n_per_iter: int, n_restarts: int | No
             raise ValueError(f"the stream ran out after {points} points; Algorithm 2 with n = {n}, k = {k}, "
                              f"R = {R} needs {need}")
         batches += 1
-        power._check_finite(a, "the online batch sum Σ (xᵀu)² x")
+        power.check_finite(a, "the online batch sum Σ (xᵀu)² x")
         a /= n
         v /= n
         a -= forms.deflation_apply(lam[:i], V[:, :i], U)
@@ -246,7 +246,7 @@ def online_power_method(stream, k: int, *, n_per_iter: int, n_restarts: int | No
         lam_tilde = None
         for _ in range(R):
             W, lam_tilde = batch(U, i)  # λ̃ at u_t, from the batch that makes u_(t+1)
-            U = power._normalize(W, U)
+            U = power.normalize_columns(W, U)
         if eigenvalue == "final":
             _, lam_tilde = batch(U, i)
         tau = int(np.argmax(lam_tilde))

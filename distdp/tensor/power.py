@@ -4,8 +4,9 @@
   (the robust tensor power method of Anandkumar et al. 2014): ``L`` random
   restarts, ``R`` power iterations ``u ← T(I,u,u)/‖T(I,u,u)‖``, keep the
   restart with the largest ``T(u,u,u)``, deflate, ``k`` times.
-- :func:`simultaneous_power_method` — all ``k`` components at once, an allowed
-  faster variant (SPEC §3): Algorithm 1's ``k`` stages run concurrently,
+- :func:`simultaneous_power_method` — all ``k`` components at once, a faster
+  variant (not one of Wang & Anandkumar's algorithms, which remain
+  available to reproduce their results): Algorithm 1's ``k`` stages run concurrently,
   staggered by a few rounds, each component's ``L`` candidates projected off
   the current best candidates of the earlier ones (deflation by
   projection); the same releases in ``(k−1)·S + R + 1`` rounds instead of
@@ -313,7 +314,7 @@ def column_norms(W: np.ndarray) -> np.ndarray:
     return norms
 
 
-def _normalize(W: np.ndarray, previous: np.ndarray) -> np.ndarray:
+def normalize_columns(W: np.ndarray, previous: np.ndarray) -> np.ndarray:
     """Columns of ``W`` scaled to unit norm; a zero column keeps the previous iterate."""
     norms = column_norms(W)
     ok = norms > 0
@@ -322,7 +323,7 @@ def _normalize(W: np.ndarray, previous: np.ndarray) -> np.ndarray:
     return out
 
 
-def _check_finite(W: np.ndarray, what: str) -> np.ndarray:
+def check_finite(W: np.ndarray, what: str) -> np.ndarray:
     """Refuse a non-finite ``T(I,u,u)`` (overflow) instead of returning zeros (``ValueError``)."""
     if not np.all(np.isfinite(W)):
         raise ValueError(f"{what} is not finite (overflow): the tensor's entries or the data are too large for "
@@ -335,7 +336,7 @@ def _apply(op, U: np.ndarray) -> np.ndarray:
     W = np.asarray(op.apply(U), dtype=float)
     if W.shape != U.shape:
         raise ValueError(f"operator.apply returned shape {W.shape}, expected {U.shape}")
-    return _check_finite(W, "T(I,u,u)")
+    return check_finite(W, "T(I,u,u)")
 
 
 def _public_rescaling(op, noise) -> tuple[object, float]:
@@ -419,7 +420,7 @@ def robust_power_method(T_or_op, k: int, *, n_restarts: int | None = None, n_ite
             W = deflated_apply(U, i)
             if noise is not None:
                 W = W + noise.apply_noise(U)
-            U = _normalize(W, U)
+            U = normalize_columns(W, U)
         vals = np.einsum("il,il->l", U, deflated_apply(U, i))
         applies += R + 1
         if noise is not None:
@@ -629,7 +630,7 @@ def simultaneous_power_method(T_or_op, k: int, *, n_restarts: int | None = None,
                 lost = column_norms(P) <= np.sqrt(np.finfo(float).eps) * column_norms(Wj)
                 if np.any(lost):  # converged onto an earlier best: only rounding is left
                     P[:, lost] = _fresh(Q, d, int(lost.sum()), rng)
-                Uj = _normalize(P, U[:, j, :])
+                Uj = normalize_columns(P, U[:, j, :])
             U[:, j, :] = Uj
             new_best = Uj[:, int(np.argmax(score))]
             if t > j * S and abs(new_best @ best[:, j]) < SWITCH_COSINE:

@@ -5,7 +5,8 @@ Pure numpy/scipy: no Ray, no IO.
 Moments
 -------
 For a document with counts ``c`` and length ``l ≥ 3`` the unbiased
-single-topic estimators (SPEC §4 with α0 → 0) are
+single-topic estimators (dp-spectral-lda-end-to-end, eqs. 7–9: the LDA
+estimators with α0 → 0) are
 
 - ``m2 = (c cᵀ − diag(c)) / (l(l−1))``,
 - ``m3 = [c⊗c⊗c − Σ_ij c_i c_j (e_i e_i e_j + e_i e_j e_i + e_j e_i e_i)
@@ -63,7 +64,7 @@ from distdp.privacy import mechanisms
 from distdp.privacy.ledger import BudgetNotMetError, PrivacyLedger, Release
 from distdp.tensor import dp as tensor_dp
 from distdp.tensor import power
-from distdp.whitening import Whitening, dense_top_eigh
+from distdp.lda.whitening import Whitening, dense_top_eigh
 
 __all__ = [
     "MAX_DENSE_M3_ENTRIES", "MECHANISMS", "STMMoments", "STMResult", "check_dense_dim", "stm_moments",
@@ -91,7 +92,7 @@ def check_dense_dim(d: int, max_entries: int = MAX_DENSE_M3_ENTRIES) -> int:
     Raises
     ------
     ValueError
-        Naming the scalable alternatives (SPEC §5).
+        Naming the scalable alternatives, which never form M3.
     """
     d = int(d)
     if d < 2:
@@ -156,7 +157,7 @@ def stm_moments(counts, max_entries: int = MAX_DENSE_M3_ENTRIES) -> STMMoments:
 
     Computed from the sparse counts: ``Σ_n w3_n c⊗c⊗c = Cᵀ · diag(w3)(C ⊙ C)``
     (one sparse product per block of documents, O(Σ_n nnz_n³)), then the
-    diagonal corrections of the estimator (module docstring; SPEC §4).
+    diagonal corrections of the estimator (module docstring; dp-spectral-lda-end-to-end, eq. 9).
 
     Parameters
     ----------

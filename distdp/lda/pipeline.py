@@ -1,7 +1,7 @@
-"""The coordinator of the spectral fit (SPEC §1, §4): reduce, release, decompose.
+"""The coordinator of the spectral fit (dp-spectral-lda-end-to-end, §3.1): reduce, release, decompose.
 
 Pure: the coordinator sees the shards only through a :class:`Backend`, which
-calls a named :class:`distdp.shard.Shard` method on every shard and returns
+calls a named :class:`distdp.lda.shard.Shard` method on every shard and returns
 the results in shard order. :class:`LocalBackend` runs the shards in this
 process; :class:`distdp.distributed.RayBackend` runs them in Ray actors. Both
 reduce in the same order, so they give identical numbers for the same seed.
@@ -31,7 +31,8 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
-from distdp import lda, moments, refine, whitening
+from distdp import lda
+from distdp.lda import moments, refine, whitening
 from distdp.tensor.power import default_n_restarts, robust_power_method, simultaneous_power_method
 
 
@@ -127,9 +128,9 @@ class SpectralParams:
     model : {'lda', 'stm'}
     eigensolver : {'lobpcg', 'randomized', 'dense'}
         ``lobpcg`` (default) finds the algebraically largest eigenpairs of the
-        indefinite M2 (:func:`distdp.whitening.lobpcg_top_eigh`);
+        indefinite M2 (:func:`distdp.lda.whitening.lobpcg_top_eigh`);
         ``randomized`` is subspace iteration, which converges to the
-        largest-magnitude ones (:func:`distdp.whitening.randomized_top_eigh`);
+        largest-magnitude ones (:func:`distdp.lda.whitening.randomized_top_eigh`);
         ``dense`` forms the d×d M2 (small vocabularies only).
     eig_iters : int
         Most products with M2 after the first; each is one pass. The solver
@@ -211,11 +212,12 @@ class SpectralResult:
         return len(self.m2_eigenvalues)
 
 
-def _sum(parts: list):
+def sum_partials(parts: list):
+    """Sum the shards' partial results in shard order (a fixed reduction order, so runs are reproducible)."""
     return functools.reduce(operator.add, parts)
 
 
-class _Stages:
+class Stages:
     """Wall time per stage, and an optional progress callback ``progress(stage, done, total)``."""
 
     def __init__(self, progress: Callable | None):
@@ -264,13 +266,13 @@ def fit_spectral(backend: Backend, vocab_size: int, params: SpectralParams, rng:
     releases = releases or NonPrivate()
     k, d = params.k, vocab_size
     params.validate(d)
-    st = _Stages(progress)
+    st = Stages(progress)
     coef = moments.MomentCoefficients(params.moment_alpha0)
     p = min(d, k + (params.oversample if params.oversample is not None else 10))
 
     with st.timed("pass1_stats"):
         omega0 = rng.standard_normal((d, p)) if params.eigensolver != "dense" else np.zeros((d, 1))
-        fp = _sum(backend.call("first_pass", backend.broadcast(omega0)))
+        fp = sum_partials(backend.call("first_pass", backend.broadcast(omega0)))
     st.step("pass1_stats")
     N = fp.n_used
     if N < max(3, k + 1):
@@ -285,13 +287,13 @@ def fit_spectral(backend: Backend, vocab_size: int, params: SpectralParams, rng:
         partial = not getattr(releases, "private", True)    # a private release decides on k itself
         if params.eigensolver != "dense":
             def apply(Q):
-                out = m2_times(_sum(backend.call("m2_product", backend.broadcast(Q), q_scale)), Q)
+                out = m2_times(sum_partials(backend.call("m2_product", backend.broadcast(Q), q_scale)), Q)
                 st.step("whitening")
                 return out
             solve = whitening.lobpcg_top_eigh if params.eigensolver == "lobpcg" else whitening.randomized_top_eigh
             wh = solve(apply, m2_times(fp.m2, omega0), k, params.eig_iters, params.eig_tol, partial=partial)
         else:
-            dense = m2_times(_sum(backend.call("m2_dense")), np.eye(d))
+            dense = m2_times(sum_partials(backend.call("m2_dense")), np.eye(d))
             st.step("whitening")
             wh = whitening.dense_top_eigh(dense, k, partial=partial)
     m = len(wh.eigenvalues)        # topics M2 supports: k, or fewer (the rest are filled by the caller)
@@ -302,7 +304,7 @@ def fit_spectral(backend: Backend, vocab_size: int, params: SpectralParams, rng:
     key = matrix_key(W)
 
     with st.timed("whitened_tensor"):
-        tp = _sum(backend.call("tensor_partial", W_ref, weights, not implicit, key))
+        tp = sum_partials(backend.call("tensor_partial", W_ref, weights, not implicit, key))
         wt = moments.WhitenedTensor(W, tp, fp.m1_sum, weights)
     st.step("whitened_tensor")
 
@@ -353,7 +355,7 @@ class _ImplicitTensor:
 
     def apply(self, U: np.ndarray) -> np.ndarray:
         """``T(I, u_l, u_l)`` for every column of ``U`` (k×L)."""
-        data = _sum(self.backend.call("cube_apply", self.W_ref, self.weights, U, self.key))
+        data = sum_partials(self.backend.call("cube_apply", self.W_ref, self.weights, U, self.key))
         self.calls += 1
         self.stages.step("power_iteration", self.calls, 0)
         return self.releases.release("tensor_apply", data + self.wt.correction_apply(U))
@@ -404,7 +406,7 @@ def check_em_args(n_iter: int, eta: float) -> None:
 def refine_em(backend: Backend, topic_word: np.ndarray, alpha: np.ndarray, n_tokens: float, n_iter: int,
               eta: float, releases=None, progress: Callable | None = None, max_inner: int = 100,
               tol: float = 1e-3, learn_alpha: bool = False, stop_tol: float | None = None) -> RefineResult:
-    """Batch variational EM started from spectral topics (:mod:`distdp.refine`).
+    """Batch variational EM started from spectral topics (:mod:`distdp.lda.refine`).
 
     Per iteration: broadcast ``exp E[log β]`` (k×d), every shard runs the
     E-step on its documents (warm-started from its previous γ) and returns
@@ -413,14 +415,14 @@ def refine_em(backend: Backend, topic_word: np.ndarray, alpha: np.ndarray, n_tok
     ``λ = η + Ê_β ∘ Σ``. Traffic per iteration is O(k·d) per shard, whatever
     the number of documents; shard work is O(nnz·k) per inner iteration. A
     document's E-step stops at ``tol`` relative to its length
-    (:func:`distdp.refine.e_step`'s ``relative_tol``).
+    (:func:`distdp.lda.refine.e_step`'s ``relative_tol``).
 
     Parameters
     ----------
     alpha : ndarray (k,)
         The E-step's Dirichlet α, and the start of its updates.
     learn_alpha : bool
-        Update α after each E-step by :func:`distdp.refine.update_alpha`
+        Update α after each E-step by :func:`distdp.lda.refine.update_alpha`
         (Minka's Newton fixed point; it never lowers the ELBO).
     stop_tol : float, optional
         Stop once the ELBO's relative change between two iterations is below
@@ -438,12 +440,12 @@ def refine_em(backend: Backend, topic_word: np.ndarray, alpha: np.ndarray, n_tok
         eeb = np.exp(elog)
         parts = backend.call("e_step", backend.broadcast(eeb), backend.broadcast(elog), alpha, key, max_inner, tol,
                              None, None, True)          # documents converge relative to their length
-        sstats = eeb * _sum([p[0] for p in parts])
+        sstats = eeb * sum_partials([p[0] for p in parts])
         elbo.append(float(sum(p[1] for p in parts) + refine.topic_bound(lam, eta)))
         inner.append(int(max(p[3] for p in parts)))
         lam = eta + releases.release("em_sstats", sstats)
         if learn_alpha:
-            alpha = refine.update_alpha(alpha, _sum([p[4] for p in parts]), sum(p[2] for p in parts))
+            alpha = refine.update_alpha(alpha, sum_partials([p[4] for p in parts]), sum(p[2] for p in parts))
         secs.append(time.perf_counter() - t0)
         if progress is not None:
             progress("refine", t + 1, n_iter)

@@ -1,6 +1,6 @@
 """Math of the scalable private spectral LDA fit (pure numpy/scipy; no Ray, no IO).
 
-The private pipeline (:mod:`distdp.private_pipeline`) releases, in order,
+The private pipeline (:mod:`distdp.lda.private.pipeline`) releases, in order,
 each through the Gaussian mechanism with the sensitivity stated here under
 replace-one-document neighbours (the number of documents ``N`` is public;
 which of them have ≥ 3 tokens is not):
@@ -65,7 +65,8 @@ sensitivities :func:`tail_sensitivities`) give every word its topics
 (:func:`em_sensitivity`).
 
 Only the *raw* moments ``E[x1⊗x2]``, ``E[x1⊗x2⊗x3]`` and ``M1`` are released;
-the α0 corrections of LDA (SPEC §4) are post-processing of the releases, with
+the α0 corrections of LDA (dp-spectral-lda-end-to-end, Def. 3.1, with the M3
+coefficients corrected as in :mod:`distdp.lda.moments`) are post-processing of the releases, with
 the Gaussian noise's own bias removed in closed form (:func:`assemble_tensor`).
 This avoids the α0-dependent sensitivity of the corrected moments, which is
 (1 + 2a2) times larger for M2 and (2 + 12 a3 + 6 b3)/2 times for T.
@@ -84,7 +85,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from distdp import moments
+from distdp.lda import moments
 from distdp.privacy import accounting, mechanisms
 from distdp.privacy.ledger import BudgetNotMetError
 
@@ -568,7 +569,8 @@ def tensor_norm_bound(counts: sp.csr_matrix, W: np.ndarray, Y: np.ndarray | None
     """An upper bound ``B_n`` on ``‖m3_n(W,W,W)‖_F`` for every document, O(nnz + n k).
 
     ``l(l−1)(l−2)·m3_n(W,W,W) = y⊗3 − sym3(P⊗y) + 2 Σ_i c_i w_i⊗3`` with
-    ``y = Wᵀc``, ``P = Σ_i c_i w_i w_iᵀ`` (SPEC §4), so by the triangle inequality
+    ``y = Wᵀc``, ``P = Σ_i c_i w_i w_iᵀ`` (dp-spectral-lda-end-to-end, eq. 9, whitened;
+    :mod:`distdp.lda.moments`), so by the triangle inequality
     ``B_n = (‖y‖³ + 3‖y‖ Σ c_i‖w_i‖² + 2 Σ c_i ‖w_i‖³) / (l(l−1)(l−2))``.
     """
     _, _, w3 = moments.doc_weights(moments.doc_lengths(counts))
@@ -591,8 +593,9 @@ def assemble_tensor(e3: np.ndarray, e2w: np.ndarray, m: np.ndarray, gram: np.nda
                     m1_var: float, alpha0: float) -> np.ndarray:
     """LDA's whitened ``M3(W,W,W)`` from released raw moments, debiased for the M1 noise.
 
-    ``M3 = E3 − a3·sym3(E2⊗M1) + b3·M1⊗3`` (SPEC §4 with ``a3 = α0/(α0+2)``,
-    ``b3 = 2α0²/((α0+1)(α0+2))``). With ``m̂ = Wᵀ(M1 + η)``, ``η ~ N(0, v I)``
+    ``M3 = E3 − a3·sym3(E2⊗M1) + b3·M1⊗3`` (dp-spectral-lda-end-to-end, Def. 3.1,
+    corrected: ``a3 = α0/(α0+2)``, ``b3 = 2α0²/((α0+1)(α0+2))``; the paper's
+    eqs. 3 and 29 print other coefficients). With ``m̂ = Wᵀ(M1 + η)``, ``η ~ N(0, v I)``
     independent of the other releases, ``E[m̂⊗3] = m⊗3 + v·sym3((WᵀW)⊗m)``
     and ``E[sym3(Ê2⊗m̂)] = sym3(E2⊗m)``, so the estimate below is unbiased
     for the plug-in moment.
@@ -670,7 +673,7 @@ def em_sensitivity(norm_cap: float) -> float:
     """ℓ2 sensitivity of the EM statistics ``Σ_n w_n (x_n ∘ φ_n)`` (k×d), ``w_n = C/‖x_n ∘ φ_n‖_F``.
 
     Each document's term is scaled to Frobenius norm ``C``
-    (:func:`distdp.refine.contribution_scale`; 0 for an empty document);
+    (:func:`distdp.lda.refine.contribution_scale`; 0 for an empty document);
     the terms are nonnegative, so two documents' differ by ≤ ``√2·C``.
     """
     return math.sqrt(2.0) * float(norm_cap)
@@ -1342,7 +1345,7 @@ def threshold_noisy(noisy: np.ndarray, sigma: float | np.ndarray, t: float, low:
 class ClippedRawWeights:
     """Per-document weights of ``Σ_n h_n m3_n(W,W,W)`` (the raw third moment, clipped).
 
-    Duck-types :class:`distdp.moments.TensorWeights` with ``α0 = 0`` and ``N = 1``
+    Duck-types :class:`distdp.lda.moments.TensorWeights` with ``α0 = 0`` and ``N = 1``
     (unnormalised sums), each document's weights multiplied by its clip factor ``h_n``.
     """
 

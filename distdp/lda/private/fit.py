@@ -1,4 +1,4 @@
-"""Private ``fit-lda``: budget, mechanisms, ledger and privacy report (SPEC §5).
+"""Private ``fit-lda``: budget, mechanisms, ledger and privacy report.
 
 The privacy unit is one document; neighbouring corpora replace one document
 by another (the number of documents is public). Noise comes from OS entropy
@@ -11,15 +11,18 @@ private. Every release is recorded in one ledger, accounted with PLD
 from __future__ import annotations
 
 import dataclasses
+from typing import Callable
 
 import numpy as np
 import scipy.sparse as sp
 
-from distdp import pipeline, private_pipeline
 from distdp.io.prepare import check_delta_for_n_docs, read_prepare_json, vocabulary_provenance
-from distdp.lda import LDAModel
-from distdp.privacy import lda_private, mechanisms
+from distdp.lda import LDAModel, metrics, pipeline
+from distdp.lda.private import pipeline as private_pipeline
+from distdp.lda.private import scalable
+from distdp.privacy import mechanisms
 from distdp.privacy.ledger import PrivacyLedger, Release
+from distdp.progress import progress_bar
 
 #: Scalable mechanisms (no d×d or d×d×d object) and the small-vocabulary ones of the papers.
 SCALABLE = ("whitened", "power")
@@ -53,7 +56,7 @@ NOT_RECORDED = ("wall times and resource use (timings_s, resources: stage and to
 ASSUMPTIONS = {
     "whitened": [
         "per-document contributions are clipped to bounds read off noisy histograms; the sensitivities "
-        "(distdp.privacy.lda_private) hold for every pair of neighbouring corpora, with no condition on the data",
+        "(distdp.lda.private.scalable) hold for every pair of neighbouring corpora, with no condition on the data",
         "the number of documents N is public; which documents have ≥ 3 tokens is released with noise",
     ],
 }
@@ -179,7 +182,7 @@ def resolve_refinement(d: int, k: int, refine=None, unmix=None, refine_budget=No
                        working_vocab=None) -> private_pipeline.Refinement:
     """Defaults of a scalable private LDA fit: ``unmix=None`` → :data:`DEFAULT_UNMIX` passes when
     ``refine`` is not given, else 0; ``refine=None`` → 0 EM iterations; the working vocabulary
-    (:func:`distdp.private_pipeline.check_working_vocab`); ``refine_budget=None`` →
+    (:func:`distdp.lda.private.pipeline.check_working_vocab`); ``refine_budget=None`` →
     :data:`DEFAULT_REFINE_BUDGET_TAIL` with a tail release, else :data:`DEFAULT_REFINE_BUDGET`."""
     unmix = (DEFAULT_UNMIX if refine is None else 0) if unmix is None else unmix
     refine = 0 if refine is None else refine
@@ -191,7 +194,7 @@ def resolve_refinement(d: int, k: int, refine=None, unmix=None, refine_budget=No
                                        adaptive=working_vocab == "auto" and active and h < d)
 
 
-def budget_plan(config: lda_private.PrivateSpectralConfig, refinement: private_pipeline.Refinement) -> dict:
+def budget_plan(config: scalable.PrivateSpectralConfig, refinement: private_pipeline.Refinement) -> dict:
     """Noise multipliers of every release of a scalable private fit, from fractions of the budget.
 
     The scan takes :data:`SCAN_BUDGET` (when made); of the rest the
@@ -200,11 +203,11 @@ def budget_plan(config: lda_private.PrivateSpectralConfig, refinement: private_p
     before EM alone; the unmixing passes and EM iterations share the
     remainder evenly; the spectral stages get what is left. Fractions are of
     ``1/m²`` (μ-GDP), so the releases compose exactly to ``(ε, δ)``
-    (:func:`distdp.privacy.lda_private.plan_noise`). Before unmixing passes a
+    (:func:`distdp.lda.private.scalable.plan_noise`). Before unmixing passes a
     dense whitening is split into a first release and a top-up
-    (:func:`distdp.privacy.lda_private.split_whitening`); the fit gives an
+    (:func:`distdp.lda.private.scalable.split_whitening`); the fit gives an
     unmade top-up's part to the passes' ``unmix_sstats``, and for LDA splits the first
-    release's early rung off it (:func:`distdp.privacy.lda_private.split_early`), giving the
+    release's early rung off it (:func:`distdp.lda.private.scalable.split_early`), giving the
     rest of the first release to the passes too when the rung suffices.
     """
     r = refinement
@@ -222,20 +225,24 @@ def budget_plan(config: lda_private.PrivateSpectralConfig, refinement: private_p
         extra["unmix_sstats"] = ((1.0 - UNMIX_GRAM_SHARE) * per_pass * r.unmix / spectral, r.unmix)
     if r.refine:
         extra["em_sstats"] = (per_pass * r.refine / spectral, r.refine)
-    plan = lda_private.plan_noise(config, extra)
-    return lda_private.split_whitening(plan) if r.unmix and config.dense_whitening else plan
+    plan = scalable.plan_noise(config, extra)
+    return scalable.split_whitening(plan) if r.unmix and config.dense_whitening else plan
 
 
-def fit_lda_private(corpus, k: int, *, alpha0: float, model: str, vocab, vocab_size, workers, backend, address,
-                    seed, refine: int, eta, out, overwrite: bool, progress: bool, cpus_per_worker,
-                    epsilon, delta, mechanism: str, refine_budget, length_cap: int, reproducible: bool,
-                    public_corpus, coherence: bool, t_start: float, working_vocab=None, unmix=None,
-                    declared_bounds=None, whitening=None, vocab_public: bool = False, **solver) -> LDAModel:
+def fit_lda_private(corpus, k: int, open_shards: Callable, public_npmi: Callable, *, alpha0: float, model: str,
+                    seed, refine: int, eta, out, overwrite: bool, progress: bool, epsilon, delta, mechanism: str,
+                    refine_budget, length_cap: int, reproducible: bool, public_corpus, coherence: bool,
+                    working_vocab=None, unmix=None, declared_bounds=None, whitening=None, vocab_public: bool = False,
+                    **solver) -> LDAModel:
     """The private branch of :func:`distdp.api.fit_lda` (same parameters).
 
-    The vocabulary's provenance is settled before any release (:func:`vocabulary_entry`), and δ (with a DP
+    The caller (the API layer) provides the transport: ``open_shards()`` opens
+    ``corpus`` on shards of :class:`distdp.lda.private.shard.PrivateShard` (a
+    context manager yielding :class:`distdp.api.OpenCorpus`), and
+    ``public_npmi(model, public_corpus)`` measures NPMI per topic on a corpus
+    declared public. The vocabulary's provenance is settled before any release (:func:`vocabulary_entry`), and δ (with a DP
     vocabulary's thresholding δ) is checked against 1/N (:func:`check_delta_documents`) before the first
-    one. ``model.json`` records no wall time or resource use (:data:`NOT_RECORDED`): ``t_start`` is not used.
+    one. ``model.json`` records no wall time or resource use (:data:`NOT_RECORDED`).
 
     With a scalable mechanism, ``refine``, ``unmix``, ``refine_budget`` and
     ``working_vocab`` default as :func:`resolve_refinement` says (two
@@ -243,8 +250,6 @@ def fit_lda_private(corpus, k: int, *, alpha0: float, model: str, vocab, vocab_s
     passes (each document's θ̂ the one-hot of its single-topic posterior
     mode) but no EM; the dense mechanisms take neither.
     """
-    from distdp import api
-
     check_private_args(epsilon, delta, seed, reproducible, refine or 0, refine_budget, length_cap, unmix or 0)
     mech = resolve_mechanism(mechanism, k)
     if refine and model != "lda":
@@ -252,26 +257,25 @@ def fit_lda_private(corpus, k: int, *, alpha0: float, model: str, vocab, vocab_s
     if (refine or unmix) and mech in DENSE:
         raise ValueError(f"private refinement builds on the scalable mechanisms {SCALABLE}, not {mech!r}")
     if declared_bounds is not None:
-        from distdp.privacy import lda_dense
+        from distdp.lda.private import dense
 
         if mech != "config2":
             raise ValueError(f"declared_bounds apply to config2 only (--mechanism config2), not {mech!r}")
         if isinstance(declared_bounds, str):
-            declared_bounds = lda_dense.DeclaredBounds.parse(declared_bounds)
+            declared_bounds = dense.DeclaredBounds.parse(declared_bounds)
     for name, value in (("working_vocab", working_vocab), ("whitening", whitening)):
         if value is not None and mech in DENSE:
             raise ValueError(f"{name} applies to the scalable mechanisms {SCALABLE}, not {mech!r}")
     whitening = "auto" if whitening is None else whitening
-    lda_private.whitening_form(whitening, 1)  # reject a bad value before any pass
+    scalable.whitening_form(whitening, 1)  # reject a bad value before any pass
     params = pipeline.SpectralParams(k=k, alpha0=alpha0, model=model, **solver)
     check_solver_args(params, mech)
     rng = np.random.default_rng(seed) if reproducible else mechanisms.private_generator()
     ledger = PrivacyLedger(private=not reproducible)
     vocab_report, vocab_release, vocab_delta = vocabulary_entry(corpus, vocab_public, reproducible)
-    update, close = api._progress_bar(progress)
+    update, close = progress_bar(progress)
     eta = 1.0 / k if eta is None else float(eta)
-    with api.open_corpus(corpus, vocab=vocab, vocab_size=vocab_size, workers=workers, backend=backend,
-                         address=address, cpus_per_worker=cpus_per_worker) as oc:
+    with open_shards() as oc:
         params.validate(oc.vocab_size)
         check_delta_documents(delta, vocab_delta, int(sum(oc.backend.call("row_count"))))
         try:
@@ -288,12 +292,11 @@ def fit_lda_private(corpus, k: int, *, alpha0: float, model: str, vocab, vocab_s
         fit["ledger"].releases.insert(0, vocab_release)
     npmi = None
     if coherence and public_corpus is not None:
-        npmi = api.coherence(LDAModel(fit["topic_word"], fit["alpha"], 0.0, model, oc.vocab, {}), public_corpus,
-                             backend=backend, address=address)["per_topic"]
+        npmi = public_npmi(LDAModel(fit["topic_word"], fit["alpha"], 0.0, model, oc.vocab, {}), public_corpus)
     info = _report(fit, oc, params, mech, epsilon, delta, spent, seed, reproducible, length_cap, eta, oc.kind,
                    vocab_report, vocab_delta)
     if npmi is not None:
-        info["coherence"] = {"measure": "NPMI", "top_n": api.COHERENCE_TOP_N, "corpus": f"declared public: {public_corpus}",
+        info["coherence"] = {"measure": "NPMI", "top_n": metrics.COHERENCE_TOP_N, "corpus": f"declared public: {public_corpus}",
                              "mean": float(npmi.mean()), "per_topic": npmi}
     elif coherence:
         info["coherence"] = {"omitted": "coherence on the private training corpus would be a further release; "
@@ -326,11 +329,11 @@ def check_solver_args(params: pipeline.SpectralParams, mech: str) -> None:
 
 
 def spectral_config(epsilon: float, delta: float, r: private_pipeline.Refinement, mechanism: str = "whitened",
-                    length_cap: int = 100, whitening: str = "auto") -> lda_private.PrivateSpectralConfig:
+                    length_cap: int = 100, whitening: str = "auto") -> scalable.PrivateSpectralConfig:
     """The spectral stage's configuration of a scalable private fit; the whitening's form from the
-    working vocabulary's size (:func:`distdp.privacy.lda_private.whitening_form`)."""
-    form = lda_private.whitening_form(whitening, r.working_vocab)
-    return lda_private.PrivateSpectralConfig(epsilon, delta, mechanism=mechanism, length_cap=length_cap,
+    working vocabulary's size (:func:`distdp.lda.private.scalable.whitening_form`)."""
+    form = scalable.whitening_form(whitening, r.working_vocab)
+    return scalable.PrivateSpectralConfig(epsilon, delta, mechanism=mechanism, length_cap=length_cap,
                                              dense_whitening=form != "power", matrix_free=form == "matrix-free")
 
 
@@ -346,14 +349,14 @@ def _fit_scalable(oc, params, config, rng, ledger, r: private_pipeline.Refinemen
 
 
 def _fit_dense(oc, params, mech, epsilon, delta, rng, reproducible, declared_bounds=None):
-    from distdp.privacy import lda_dense
+    from distdp.lda.private import dense
 
-    lda_dense.check_dense_vocab(oc.vocab_size)
-    partial = pipeline._sum(oc.backend.call("dense_moments"))
+    dense.check_dense_vocab(oc.vocab_size)
+    partial = pipeline.sum_partials(oc.backend.call("dense_moments"))
     # The public normaliser is the number of rows (an upper bound on the documents used, as the
     # sensitivities require); documents shorter than 3 tokens contribute zero.
     n_docs = int(sum(oc.backend.call("row_count")))
-    res = lda_dense.fit_dense(partial, params.k, params.moment_alpha0, mech, epsilon=epsilon, delta=delta,
+    res = dense.fit_dense(partial, params.k, params.moment_alpha0, mech, epsilon=epsilon, delta=delta,
                               rng=rng if reproducible else None, reproducible=reproducible,
                               n_restarts=params.n_restarts, n_iters=params.n_iters, n_docs=n_docs,
                               declared_bounds=declared_bounds)
@@ -421,8 +424,8 @@ def _report(fit, oc, params, mech, epsilon, delta, spent, seed, reproducible, le
         "parameters": {"k": params.k, "alpha0": params.alpha0, "model": params.model, "seed": seed,
                        "backend": backend, "workers": oc.backend.n_shards, "refine": r.refine if r else 0,
                        "unmix": r.unmix if r else 0,
-                       "word_scale_power": lda_private.WORD_SCALE_POWER if r and (r.unmix or r.refine) else None,
-                       "pass_support": (lda_private.PASS_SUPPORT if r and r.unmix and params.model != "stm"
+                       "word_scale_power": scalable.WORD_SCALE_POWER if r and (r.unmix or r.refine) else None,
+                       "pass_support": (scalable.PASS_SUPPORT if r and r.unmix and params.model != "stm"
                                         else None),
                        "eta": eta if r and r.refine else None,
                        "refine_budget": r.refine_budget if r and r.active else None,

@@ -5,8 +5,8 @@ its documents, so the coordinator merges shards by adding their partials; the
 estimators are then assembled from the merged sums and the public constants
 (the number of documents ``N`` and the Dirichlet concentration ``alpha0``).
 
-Notation (SPEC §4). A document is a count vector ``c`` of length ``l = Σ c``,
-with per-document weights ``w1 = 1/l``, ``w2 = 1/(l(l-1))``,
+Notation (dp-spectral-lda-end-to-end, App. A, eqs. 7–9). A document is a
+count vector ``c`` of length ``l = Σ c``, with per-document weights ``w1 = 1/l``, ``w2 = 1/(l(l-1))``,
 ``w3 = 1/(l(l-1)(l-2))``. The unbiased per-document estimators are
 
 * ``m1 = c w1``
@@ -14,7 +14,8 @@ with per-document weights ``w1 = 1/l``, ``w2 = 1/(l(l-1))``,
 * ``m3 = (c⊗c⊗c - sym3(Σ_i c_i e_i⊗e_i ⊗ c) + 2 Σ_i c_i e_i⊗e_i⊗e_i) w3``
 
 where ``sym3(P⊗y)_abc = P_ab y_c + P_ac y_b + P_bc y_a``. The paper's eq. 44
-carries a double sum in the last term; it is a single sum over ``i`` (SPEC §4).
+carries a double sum ``2 Σ_{i,j} c_i e_i⊗3`` in the last term; it is a single
+sum over ``i`` (as in its eq. 9), else the term is multiplied by ``d``.
 
 The cross terms of M2 and M3 with M1 use U-statistics over *distinct*
 documents, so that every estimator below is exactly unbiased (the plug-in M̂1
@@ -26,7 +27,12 @@ would carry an O(1/N) bias):
   ``b3 = 2α0²/((α0+1)(α0+2))``, ``X = 1/(N(N-1)) Σ_{n≠m} m2_n ⊗ m1_m`` and
   ``U3 = 1/(N(N-1)(N-2)) Σ_{n,m,o distinct} m1_n⊗m1_m⊗m1_o``.
 
-(The paper's eqs. 12–14 print wrong coefficients and a repeated B-term; SPEC §4.)
+(dp-spectral-lda-end-to-end, eqs. 12–14, corrected: as printed, B1 has
+coefficient ``+a2 = α0/(α0+1)`` where ``−α0/(α0+2)`` is needed; ``[B3]_ijk =
+[B1]_kij`` repeats B2 and must be ``[B1]_jki``; and b needs the coefficient
+``2α0²/((α0+1)(α0+2))`` and ``+2 Σ_n m1_n⊗3``. The estimator above is derived
+from Def. 3.1 / Lemma 3.2 with the corrected M3 coefficients and tested
+against exact expectations.)
 
 Documents with fewer than three tokens cannot feed the third-moment estimator;
 their weights are zero (:func:`doc_weights`), so they are excluded from every
@@ -53,7 +59,13 @@ DOC_BLOCK = 8192
 # --------------------------------------------------------------------------
 @dataclass(frozen=True)
 class MomentCoefficients:
-    """Coefficients of the LDA moments for concentration ``alpha0`` (SPEC §4).
+    """Coefficients of the LDA moments for concentration ``alpha0`` (dp-spectral-lda-end-to-end, Def. 3.1, corrected).
+
+    The paper's M2 coefficient (eq. 2) is right; its M3 coefficients in eqs. 3
+    and 29 are wrong, as is its eq. 27. The correct form is
+    ``M3 = E[x1⊗x2⊗x3] − α0/(α0+2)·(E[x1⊗x2⊗M1] + E[x1⊗M1⊗x2] + E[M1⊗x1⊗x2])
+    + 2α0²/((α0+1)(α0+2))·M1⊗M1⊗M1 = Σ_i 2α_i/(α0(α0+1)(α0+2)) μ_i⊗3`` (eq. 6);
+    the wrong and right coefficients coincide at α0 = 1.
 
     ``alpha0 = 0`` gives the single-topic model, whose moments are the raw
     cross-moments (every correction vanishes).

@@ -2,13 +2,14 @@
 
 Pure numpy/scipy: no Ray, no IO. The four configurations of the DP spectral
 LDA paper (dp-spectral-lda-end-to-end, Tables 2/3, Thms 4.1–4.4, App. G) and
-Imtiaz & Sarwate's AGN/AVN, applied to LDA's α0-corrected moments (SPEC §4–5).
+Imtiaz & Sarwate's AGN/AVN, applied to LDA's α0-corrected moments (the paper's
+Def. 3.1 with the M3 coefficients corrected, :mod:`distdp.lda.moments`).
 
 Moments
 -------
 A shard computes a :class:`DenseMomentPartial` (sums over its documents,
 merged by ``+``); :func:`lda_moments` assembles the exactly unbiased
-U-statistic estimators of :mod:`distdp.moments` densely::
+U-statistic estimators of :mod:`distdp.lda.moments` densely::
 
     M2 = S2/N − a2/(N(N−1)) (s sᵀ − Q)
     M3 = S3/N − a3 sym3(X) + b3 U3
@@ -38,8 +39,10 @@ Guarantees
 - ``config2``, ``config3``, ``config4``: the paper's sensitivities are
   functions of private quantities (σ_k, σ_{k+1}, σ_1 of M̂2, the eigenvalues
   of T̂ and their gap γ_s) and hold only under conditions nobody checks
-  privately, plus an eigenvector alignment an eigensolver does not provide
-  (SPEC §5 (a), (b)): ``"paper claim, conditions unchecked"``.
+  privately (Thms 4.2–4.4, G.5–G.8), plus an eigenvector alignment an
+  eigensolver does not provide (App. G.5 assumes the neighbour's whitening is
+  ``Ŵ A D^(-1/2) Aᵀ``; near-equal top eigenvalues break it):
+  ``"paper claim, conditions unchecked"``.
 - ``config2`` with :class:`DeclaredBounds`: user-declared public bounds on
   M̂2's spectrum and ‖M̂3‖_F, checked by a private test (propose-test-release,
   :func:`bounds_margin`), sound sensitivities derived from them with the
@@ -62,13 +65,13 @@ import scipy.sparse as sp
 from scipy import optimize
 
 from distdp.lda import clip_normalise, recover_parameters
-from distdp.moments import MomentCoefficients, doc_lengths, doc_weights
+from distdp.lda.moments import MomentCoefficients, doc_lengths, doc_weights
 from distdp.privacy import accounting as acct
 from distdp.privacy import mechanisms
 from distdp.privacy.ledger import BudgetNotMetError, PrivacyLedger, Release
-from distdp.privacy.moments_dp import MAX_DENSE_M3_ENTRIES, whiten_noisy, whiten_tensor
+from distdp.lda.private.single_topic import MAX_DENSE_M3_ENTRIES, whiten_noisy, whiten_tensor
 from distdp.tensor import power
-from distdp.whitening import Whitening, dense_top_eigh, top_k_from_symmetric
+from distdp.lda.whitening import Whitening, dense_top_eigh, top_k_from_symmetric
 
 __all__ = [
     "MECHANISMS", "ACCOUNTING", "NEIGHBOUR", "PROVEN", "PAPER_CLAIM", "NO_GUARANTEE",
@@ -122,7 +125,7 @@ def check_dense_vocab(d: int, max_entries: int = MAX_DENSE_M3_ENTRIES) -> int:
 
 
 def _sym3(X: np.ndarray) -> np.ndarray:
-    """``X_abc + X_acb + X_bca`` (= ``sym3(P⊗y)`` of SPEC §4 for ``X = P⊗y``, P symmetric)."""
+    """``X_abc + X_acb + X_bca`` (= ``sym3(P⊗y)`` of :mod:`distdp.lda.moments` for ``X = P⊗y``, P symmetric)."""
     return X + X.transpose(0, 2, 1) + X.transpose(2, 0, 1)
 
 
@@ -199,7 +202,7 @@ def _weighted_cubes(C: sp.csr_matrix, weights: np.ndarray) -> np.ndarray:
 def dense_moment_partial(counts, max_entries: int = MAX_DENSE_M3_ENTRIES) -> DenseMomentPartial:
     """Dense LDA moment sums of one shard (small vocabularies only).
 
-    Per document (weights ``w1, w2, w3`` of :func:`distdp.moments.doc_weights`,
+    Per document (weights ``w1, w2, w3`` of :func:`distdp.lda.moments.doc_weights`,
     zero for documents with < 3 tokens): ``m1 = w1 c``,
     ``m2 = w2 (c cᵀ − diag c)``,
     ``m3 = w3 (c⊗3 − sym3(diag(c)⊗c) + 2 Σ_i c_i e_i⊗3)``,
@@ -346,7 +349,8 @@ def paper_delta2_delta3(alpha0: float, n_docs: int, as_printed: bool = False) ->
     + c_b·[6(N+1)/(N(N−2)) + 18/(N(N−1)(N−2)) + 6/(N−2)]``,
     where the b-part coefficient is printed as ``c_b = α0²/((α0+1)(α0+2))``;
     the correct estimator has ``b3 = 2α0²/((α0+1)(α0+2))``, so by default
-    ``c_b`` is doubled (SPEC §4); ``as_printed=True`` gives the literal value.
+    ``c_b`` is doubled (the paper's eq. 14 prints ``a3 = α0²/((α0+1)(α0+2))`` for b,
+    corrected in :mod:`distdp.lda.moments`); ``as_printed=True`` gives the literal value.
 
     Both (even as printed) bound the ℓ1, hence the Frobenius, change of our
     estimator: its ℓ1 change is at most ``2/N + 4a2/N`` and
@@ -813,7 +817,7 @@ def _decompose(T, k, gen, n_restarts, n_iters) -> power.PowerResult:
 
 
 def _raw_output(lam: np.ndarray, V: np.ndarray, unwhiten: np.ndarray, alpha0: float):
-    """Un-clipped ``μ_i = c λ_i (W†)ᵀ v_i`` (rows, k×d) and ``α_i = κ/λ_i²`` (SPEC §4)."""
+    """Un-clipped ``μ_i = c λ_i (W†)ᵀ v_i`` (rows, k×d) and ``α_i = κ/λ_i²`` (as in :func:`recover_parameters`)."""
     sign = np.sign(np.where(lam == 0, 1.0, lam))
     lam, V = np.abs(lam), V * sign[None, :]
     if alpha0 > 0:
@@ -906,9 +910,9 @@ def _paper_assumptions(delta2_name: str) -> list[str]:
     return [f"Δ2 ≤ (σ_k − σ_k+1)/2 on the plug-in eigenvalues of M̂2 (Thm G.5; Δ2 = {delta2_name}), unchecked",
             "N σ_k(M̂2)^1.5 ≥ 1 (Thm G.6), unchecked",
             "eigenvector alignment of App. G.5: the neighbour's whitening is Ŵ A D^(-1/2) Aᵀ (an eigensolver "
-            "does not return it; near-equal top eigenvalues break it, SPEC §5(b))",
+            "does not return it; near-equal top eigenvalues break it)",
             "the sensitivities are functions of private quantities (σ_1, σ_k, σ_k+1 of M̂2; λ and γ_s of T̂), used "
-            "as plug-ins without a private check (SPEC §5(a)); the ledger's sensitivities and noise scales "
+            "as plug-ins without a private check (Thms G.5–G.8); the ledger's sensitivities and noise scales "
             "(and these notes) reveal them, outside any guarantee",
             "Thm G.6 as printed: eq. 63 drops the cross terms of M3(W,W,W) − M3(W′,W′,W′)"]
 

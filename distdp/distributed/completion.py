@@ -1,11 +1,11 @@
-"""Repeated completion runs and ε sweeps as Ray tasks (the only module of distdp.completion that imports Ray).
+"""Repeated tensor-completion runs and ε sweeps as Ray tasks (:mod:`distdp.completion` itself imports no Ray).
 
 Each task runs :func:`distdp.completion.complete` on the same observations,
 put once in the object store. The noise of a private run is drawn inside its
 task from OS entropy (``reproducible=False``), so no two tasks share noise;
 a task that Ray retries draws fresh noise and releases only its final result.
 
-    >>> from distdp.completion.parallel import epsilon_sweep
+    >>> from distdp.distributed.completion import epsilon_sweep
     >>> rows = epsilon_sweep(obs, epsilons=[0.5, 1, 2], perturbations=["input", "gradient"],
     ...                      n_runs=5, rank=3, bounds=(0, 1))          # doctest: +SKIP
 """

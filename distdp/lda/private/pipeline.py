@@ -1,11 +1,11 @@
-"""The coordinator of the private spectral fit and of private EM (SPEC §1, §5).
+"""The coordinator of the private spectral fit and of private EM.
 
-Pure like :mod:`distdp.pipeline`: shards are reached through a ``Backend``.
+Pure like :mod:`distdp.lda.pipeline`: shards are reached through a ``Backend``.
 The shards return unnormalised sums of clipped per-document statistics; the
 coordinator adds Gaussian noise once per release, records it in the
 :class:`~distdp.privacy.ledger.PrivacyLedger`, and derives everything else
 by post-processing. The releases and their sensitivities are listed in
-:mod:`distdp.privacy.lda_private`.
+:mod:`distdp.lda.private.scalable`.
 
 Mechanisms:
 
@@ -27,8 +27,8 @@ not √d), and private EM then extends the topics to every word.
 Nothing data-dependent steers the computation unless it was released:
 the number of used documents, the clip bounds, every eigensolver step,
 whether the dense whitening stops at its early rung or its first release or makes
-its second (:func:`~distdp.privacy.lda_private.split_early`,
-:func:`~distdp.privacy.lda_private.split_whitening`) and whether the fit
+its second (:func:`~distdp.lda.private.scalable.split_early`,
+:func:`~distdp.lda.private.scalable.split_whitening`) and whether the fit
 restarts on a larger working vocabulary (:func:`fit_lda_private_scalable`)
 are functions of noisy releases only; the number of passes and iterations is fixed in advance, but
 for the matrix-free whitening's eigensolver, whose products stop on a test of
@@ -44,9 +44,11 @@ from typing import Callable
 
 import numpy as np
 
-from distdp import lda, moments, refine, whitening
-from distdp.pipeline import Backend, RefineResult, SpectralParams, SpectralResult, _Stages, _sum, check_em_args, matrix_key
-from distdp.privacy import accounting, lda_private, mechanisms
+from distdp import lda
+from distdp.lda import moments, refine, whitening
+from distdp.lda.pipeline import Backend, RefineResult, SpectralParams, SpectralResult, Stages, sum_partials, check_em_args, matrix_key
+from distdp.privacy import accounting, mechanisms
+from distdp.lda.private import scalable
 from distdp.privacy.ledger import BudgetNotMetError, PrivacyLedger, Release
 from distdp.tensor.power import robust_power_method
 
@@ -118,7 +120,7 @@ class _Noise:
 class ColumnBackend:
     """The same shards, their documents restricted to ``columns`` (a working vocabulary).
 
-    Every call runs :meth:`distdp.shard.Shard.on_columns`; the restricted
+    Every call runs :meth:`distdp.lda.shard.Shard.on_columns`; the restricted
     shards are built on first use and rebuilt after an actor restart.
     """
 
@@ -158,13 +160,13 @@ class Scan:
 
 def private_scan(backend: Backend, n_total: int, quantile: float, noise: "_Noise") -> Scan:
     """Release ``[Σ_n x_n/l_n, hist ‖x_n‖₂]`` on all words (sensitivity 2, no clipping)."""
-    edges = lda_private.log_grid(*lda_private.COUNT_NORM_GRID)
-    raw = _sum(backend.call("private_scan", edges))
-    noisy = noise.add("scan", raw, lda_private.SCAN_SENSITIVITY,
+    edges = scalable.log_grid(*scalable.COUNT_NORM_GRID)
+    raw = sum_partials(backend.call("private_scan", edges))
+    noisy = noise.add("scan", raw, scalable.SCAN_SENSITIVITY,
                       note="[Σ_n x_n/l_n, histogram ‖x_n‖₂] on every word: working vocabulary and EM clip bound")
     d = raw.size - (len(edges) - 1)
-    return Scan(noisy[:d] / n_total, lda_private.quantile_from_histogram(
-        noisy[d:], edges, quantile, noise.sigma("scan", lda_private.SCAN_SENSITIVITY)))
+    return Scan(noisy[:d] / n_total, scalable.quantile_from_histogram(
+        noisy[d:], edges, quantile, noise.sigma("scan", scalable.SCAN_SENSITIVITY)))
 
 
 def _orthonormal(rng: np.random.Generator, n: int, p: int) -> np.ndarray:
@@ -173,17 +175,17 @@ def _orthonormal(rng: np.random.Generator, n: int, p: int) -> np.ndarray:
 
 def _release_counts(backend, config, noise, n_total):
     """Release 1: used-document count, capped token total and the norm histograms → N̂, tokens, C1, C2."""
-    edges = lda_private.log_grid(*lda_private.NORM_GRID)
-    raw = _sum(backend.call("private_counts", config.length_cap, edges, edges, config.dense_whitening))
+    edges = scalable.log_grid(*scalable.NORM_GRID)
+    raw = sum_partials(backend.call("private_counts", config.length_cap, edges, edges, config.dense_whitening))
     norm = "‖m2_n‖_u (unique entries)" if config.dense_whitening else "‖m2_n‖_F"
-    noisy = noise.add("counts", raw, lda_private.COUNT_SENSITIVITY,
+    noisy = noise.add("counts", raw, scalable.COUNT_SENSITIVITY,
                       note=f"[n_used, Σ min(l, L)/L, histogram ‖m1_n‖, histogram {norm}]")
     n_hat = float(np.clip(noisy[0], 3.0, n_total))
     tokens_hat = max(float(noisy[1]) * config.length_cap, 3.0 * n_hat)
     nb = len(edges) - 1
-    sigma = noise.sigma("counts", lda_private.COUNT_SENSITIVITY)
-    c1 = lda_private.quantile_from_histogram(noisy[2:2 + nb], edges, config.quantile, sigma)
-    c2 = lda_private.quantile_from_histogram(noisy[2 + nb:], edges, config.quantile, sigma)
+    sigma = noise.sigma("counts", scalable.COUNT_SENSITIVITY)
+    c1 = scalable.quantile_from_histogram(noisy[2:2 + nb], edges, config.quantile, sigma)
+    c2 = scalable.quantile_from_histogram(noisy[2 + nb:], edges, config.quantile, sigma)
     return n_hat, tokens_hat, c1, c2
 
 
@@ -199,7 +201,7 @@ def _spectral_remedy(d: int, k: int, dense: bool = True) -> str:
     smaller = max(k, min(d // 2, 40 * k))
     form = "" if dense else (
         "The whitening used the power form (noisy products with M2); releasing the second moment once has far "
-        f"less noise: --whitening {lda_private.whitening_form('auto', d)} (the default on {d} words). ")
+        f"less noise: --whitening {scalable.whitening_form('auto', d)} (the default on {d} words). ")
     return (f"{form}Use a larger epsilon, more documents, a smaller k, a smaller working vocabulary (this stage ran on "
             f"{d} words; e.g. --working-vocab {smaller}, the whitening noise grows with √words while the frequent "
             f"words carry most of the signal) or, with a refinement, a smaller --refine-budget.")
@@ -213,7 +215,7 @@ class _WhiteningRelease:
     it is not None, else in word space); ``e2``: the noisy ``E2`` (per
     document) in the same basis; ``sigma``: per-entry noise of the released
     sum (after any top-up); ``noise_p``: the ``p`` of
-    :func:`~distdp.privacy.lda_private.whitening_noise_level` (0 for the
+    :func:`~distdp.lda.private.scalable.whitening_noise_level` (0 for the
     second moment released once); ``topup``: the top-up's record or None;
     ``solver``: how the eigenpairs were computed (model.json).
     """
@@ -237,31 +239,31 @@ def _m2_release_notes(noise, d: int, matrix_free: bool, restart: float | None = 
             "(Analyze Gauss, Dwork et al. 2014)")
     if "m2_whitening_topup" not in noise.plan:
         return {"m2_whitening": note}
-    whole = lda_private.whitening_mu2(noise.plan)
+    whole = scalable.whitening_mu2(noise.plan)
     share = {s: f"{noise.plan[s].mu2 / whole:.2g} of the whitening's budget"
-             for s in lda_private.WHITENING_PARTS if s in noise.plan}
+             for s in scalable.WHITENING_PARTS if s in noise.plan}
     notes = {"m2_whitening": note + f"; the first of up to two releases ({share['m2_whitening']}, as the plan "
-                                    f"split it; lda_private.split_whitening)",
+                                    f"split it; scalable.split_whitening)",
              "m2_whitening_topup": note + f"; the same sum with fresh noise ({share['m2_whitening_topup']}), "
                                           f"released because the first release's k-th eigenvalue was below "
-                                          f"{lda_private.WHITENING_TOPUP_SNR:g}× its noise level (public), averaged "
-                                          f"with it by precision (lda_private.split_whitening)"}
+                                          f"{scalable.WHITENING_TOPUP_SNR:g}× its noise level (public), averaged "
+                                          f"with it by precision (scalable.split_whitening)"}
     part = _first_part(noise.plan)
     if part == "m2_whitening_early":
         notes[part] = (note + f"; the early rung ({share[part]}): when its k-th eigenvalue is at least "
-                              f"{lda_private.WHITENING_TOPUP_SNR:g}× its noise level (public) it is the whole whitening "
+                              f"{scalable.WHITENING_TOPUP_SNR:g}× its noise level (public) it is the whole whitening "
                               f"and m2_whitening and the top-up are not made (their budget to unmix_sstats), else "
                               f"it is averaged by precision with m2_whitening, the two making the first release "
-                              f"(lda_private.split_early)")
+                              f"(scalable.split_early)")
     elif part is not None:
         when = ("" if restart is None else f"when its k-th eigenvalue is at least {restart:.3g}× its noise level "
-                                           f"(public) the fit restarts on more words (lda_private.restart_plan), else ")
+                                           f"(public) the fit restarts on more words (scalable.restart_plan), else ")
         notes[part] = (note + f"; a probe ({share[part]}): {when}it is averaged by precision with m2_whitening, "
-                              f"the two making the first release (lda_private.split_probe)")
+                              f"the two making the first release (scalable.split_probe)")
     if part is not None:
         notes["m2_whitening"] = note + (f"; the same sum with fresh noise ({share['m2_whitening']}), averaged by "
                                         f"precision with {part}: together the first of up to two "
-                                        f"releases (lda_private.split_whitening)")
+                                        f"releases (scalable.split_whitening)")
     return notes
 
 
@@ -271,8 +273,8 @@ _RATIO_KEY = {"m2_whitening_probe": "probe_ratio", "m2_whitening_early": "early_
 
 def _first_part(plan: dict) -> str | None:
     """The stage the first whitening release begins with, when it is made in two parts: the restart's probe
-    or the early rung (:func:`~distdp.privacy.lda_private.split_probe`); ``None`` otherwise."""
-    return next((s for s in lda_private.WHITENING_FIRST_PARTS if s in plan), None)
+    or the early rung (:func:`~distdp.lda.private.scalable.split_probe`); ``None`` otherwise."""
+    return next((s for s in scalable.WHITENING_FIRST_PARTS if s in plan), None)
 
 
 class _Restart(Exception):
@@ -286,20 +288,20 @@ class _Restart(Exception):
 def _release_snr(vals: np.ndarray, k: int, d: int, sigma: float, n_hat: float, shift: float) -> tuple[float, float]:
     """A whitening release's k-th eigenvalue and its public noise level (public quantities only)."""
     return (float(np.sort(vals)[::-1][min(k, d) - 1]),
-            lda_private.whitening_noise_level(sigma / n_hat, d, 0, shift))
+            scalable.whitening_noise_level(sigma / n_hat, d, 0, shift))
 
 
 def _whitening_record(first_release_ratio: float | None, made: bool, early: bool = False) -> dict:
     """The whitening's record (``corpus.whitening_topup``): the first release's ratio (None when the early
     rung was the whole whitening), whether the top-up was made, whether the early rung sufficed."""
-    return {"first_release_ratio": first_release_ratio, "threshold": lda_private.WHITENING_TOPUP_SNR,
+    return {"first_release_ratio": first_release_ratio, "threshold": scalable.WHITENING_TOPUP_SNR,
             "made": made, "early": early}
 
 
 def _topup_record(vals: np.ndarray, k: int, d: int, sigma: float, n_hat: float, shift: float) -> dict:
     """Whether the first release's k-th eigenvalue asks for the top-up (public quantities only)."""
     eig_k, level = _release_snr(vals, k, d, sigma, n_hat, shift)
-    return _whitening_record(eig_k / level, lda_private.needs_topup(eig_k, level))
+    return _whitening_record(eig_k / level, scalable.needs_topup(eig_k, level))
 
 
 def _whitening_dense(backend, d, k, coef, n_hat, m1, m1_var, c2, sens, noise, restart=None) -> _WhiteningRelease:
@@ -307,21 +309,21 @@ def _whitening_dense(backend, d, k, coef, n_hat, m1, m1_var, c2, sens, noise, re
 
     The ``a2·v·I`` of ``M2`` shifts every eigenvalue by ``a2·v`` and leaves the
     eigenvectors: added to the eigenvalues, not as a d×d identity. With a
-    ``m2_whitening_topup`` stage in the plan (:func:`distdp.privacy.lda_private.split_whitening`),
+    ``m2_whitening_topup`` stage in the plan (:func:`distdp.lda.private.scalable.split_whitening`),
     the same sum is released again with fresh noise when the first release's
-    k-th eigenvalue is below :data:`~distdp.privacy.lda_private.WHITENING_TOPUP_SNR`
+    k-th eigenvalue is below :data:`~distdp.lda.private.scalable.WHITENING_TOPUP_SNR`
     times its noise level, and the two are averaged by precision; the record
     (``None`` without that stage) says which happened. With a
     ``m2_whitening_probe`` or ``m2_whitening_early`` stage
-    (:func:`~distdp.privacy.lda_private.split_probe`) the first release is
+    (:func:`~distdp.lda.private.scalable.split_probe`) the first release is
     made in two parts: after the probe, :class:`_Restart` is raised when its
     ratio is at least ``restart``; the early rung
-    (:func:`~distdp.privacy.lda_private.split_early`) is the whole whitening
+    (:func:`~distdp.lda.private.scalable.split_early`) is the whole whitening
     when its ratio clears the top-up's threshold (the record's ``early``; the
     fit gives the unmade releases' μ² to the passes); else the second part is
     released and averaged with the first by precision.
     """
-    total = _sum(backend.call("private_m2_dense", c2))
+    total = sum_partials(backend.call("private_m2_dense", c2))
     notes = _m2_release_notes(noise, d, False, restart)
     shift = coef.a2 * m1_var
 
@@ -336,13 +338,13 @@ def _whitening_dense(backend, d, k, coef, n_hat, m1, m1_var, c2, sens, noise, re
         vals, vecs = spectrum(e2)
         eig_k, level = _release_snr(vals, k, d, sigma, n_hat, shift)
         part_ratio = eig_k / level
-        if restart is not None and lda_private.should_restart(part_ratio, restart):
+        if restart is not None and scalable.should_restart(part_ratio, restart):
             raise _Restart(part_ratio)
-        if part == "m2_whitening_early" and not lda_private.needs_topup(eig_k, level):     # the rung suffices
+        if part == "m2_whitening_early" and not scalable.needs_topup(eig_k, level):     # the rung suffices
             early = {**_whitening_record(None, False, early=True), _RATIO_KEY[part]: part_ratio}
             return _WhiteningRelease(vals, vecs, None, e2 / n_hat, sigma, 0, early, {"form": "dense", "solver": "eigh"})
         rest = noise.add("m2_whitening", total, sens, symmetric2=True, note=notes["m2_whitening"])
-        e2, sigma = lda_private.combine_releases(e2, sigma, rest, noise.sigma("m2_whitening", sens))
+        e2, sigma = scalable.combine_releases(e2, sigma, rest, noise.sigma("m2_whitening", sens))
         del rest
     else:
         e2 = noise.add("m2_whitening", total, sens, symmetric2=True, note=notes["m2_whitening"])
@@ -354,7 +356,7 @@ def _whitening_dense(backend, d, k, coef, n_hat, m1, m1_var, c2, sens, noise, re
     if topup is not None and topup["made"]:
         again = noise.add("m2_whitening_topup", total, sens, symmetric2=True, note=notes["m2_whitening_topup"])
         del total       # d×d; not needed once both releases are made
-        e2, sigma = lda_private.combine_releases(e2, sigma, again, noise.sigma("m2_whitening_topup", sens))
+        e2, sigma = scalable.combine_releases(e2, sigma, again, noise.sigma("m2_whitening_topup", sens))
         del again
         vals, vecs = spectrum(e2)
     return _WhiteningRelease(vals, vecs, None, e2 / n_hat, sigma, 0, topup, {"form": "dense", "solver": "eigh"})
@@ -379,7 +381,7 @@ def _whitening_matrix_free(backend, d, k, p, coef, n_hat, m1, m1_var, c2, sens, 
     coordinator adds ``N X`` from a
     :class:`~distdp.privacy.mechanisms.SymmetricNoiseOperator`, which
     regenerates the same ``N`` for every product. The eigensolver
-    (:func:`~distdp.whitening.lobpcg_top_basis`, until the top k Ritz pairs
+    (:func:`~distdp.lda.whitening.lobpcg_top_basis`, until the top k Ritz pairs
     have residuals below :data:`MATRIX_FREE_TOL` times the noise level; its
     last product gives the Rayleigh–Ritz pairs and ``E2`` in the basis) is a
     function of that one noisy matrix, stopping rule included:
@@ -395,7 +397,7 @@ def _whitening_matrix_free(backend, d, k, p, coef, n_hat, m1, m1_var, c2, sens, 
     solver = {"form": "matrix-free", "solver": "lobpcg", "products": 0, "converged": True}
 
     def m2_apply(X):
-        raw = _sum(backend.call("private_m2_product", backend.broadcast(X), c2, True))
+        raw = sum_partials(backend.call("private_m2_product", backend.broadcast(X), c2, True))
         for weight, op in ops:
             raw = raw + weight * op.matmat(X)      # not in place: a single Ray shard's result is read-only
         solver["products"] += 1
@@ -403,7 +405,7 @@ def _whitening_matrix_free(backend, d, k, p, coef, n_hat, m1, m1_var, c2, sens, 
         return raw / n_hat - coef.a2 * np.outer(m1, m1 @ X)
 
     def spectrum(sigma_, start):
-        tol = MATRIX_FREE_TOL * lda_private.whitening_noise_level(sigma_ / n_hat, d, 0, shift)
+        tol = MATRIX_FREE_TOL * scalable.whitening_noise_level(sigma_ / n_hat, d, 0, shift)
         eb = whitening.lobpcg_top_basis(m2_apply, start, k, tol, MATRIX_FREE_MAX_PRODUCTS, MATRIX_FREE_REL_TOL)
         qm = eb.basis.T @ m1
         m2q = eb.basis.T @ eb.product
@@ -416,7 +418,7 @@ def _whitening_matrix_free(backend, d, k, p, coef, n_hat, m1, m1_var, c2, sens, 
     topup = _topup_record(vals, k, d, sigma, n_hat, shift) if "m2_whitening_topup" in notes else None
     if topup is not None and topup["made"]:
         second = noise.operator("m2_whitening_topup", d, sens, note=notes["m2_whitening_topup"])
-        w1, w2, sigma = lda_private.precision_weights(sigma, noise.sigma("m2_whitening_topup", sens))
+        w1, w2, sigma = scalable.precision_weights(sigma, noise.sigma("m2_whitening_topup", sens))
         ops[:] = [(w1, ops[0][1]), (w2, second)]
         vals, vecs, Q, e2q = spectrum(sigma, Q @ vecs[:, ::-1])
     return _WhiteningRelease(vals, vecs, Q, e2q, sigma, 0, topup, solver)
@@ -426,7 +428,7 @@ def _whitening_products(backend, d, p, coef, n_hat, m1, m1_var, c2, sens, config
     """Noisy subspace iteration on ``M2``, one release per product (the power form)."""
     Q = _orthonormal(rng, d, p)
     for i in range(config.eig_iters + 1):
-        e2q = noise.add("m2_whitening", _sum(backend.call("private_m2_product", backend.broadcast(Q), c2)), sens,
+        e2q = noise.add("m2_whitening", sum_partials(backend.call("private_m2_product", backend.broadcast(Q), c2)), sens,
                         note=f"(Σ g_n m2_n) Q, Q orthonormal d×{p}; noisy power method (Hardt & Price 2014)") / n_hat
         m2q = e2q - coef.a2 * np.outer(m1, m1 @ Q) + coef.a2 * m1_var * Q
         st.step("whitening", i + 1, config.eig_iters + 1)
@@ -453,7 +455,7 @@ def _private_whitening(backend, d, k, p, coef, n_hat, m1, m1_var, c2, config, no
     """Private whitening of ``M2 = E2 − a2 M̂1M̂1ᵀ + a2 v I``: (Whitening, E2(W,W), the release's record)."""
     sens = math.sqrt(2.0) * c2
     if _first_part(noise.plan) is not None and config.form != "dense":
-        raise ValueError("a whitening probe or early rung (lda_private.split_probe) needs the dense whitening")
+        raise ValueError("a whitening probe or early rung (scalable.split_probe) needs the dense whitening")
     if config.form == "power":
         rel = _whitening_products(backend, d, p, coef, n_hat, m1, m1_var, c2, sens, config, noise, rng, st)
     elif config.form == "matrix-free":
@@ -467,7 +469,7 @@ def _private_whitening(backend, d, k, p, coef, n_hat, m1, m1_var, c2, config, no
     except ValueError as err:
         raise BudgetNotMetError(f"the privacy budget cannot be met: the noisy second moment does not support "
                                 f"k={k} topics ({err}). {remedy}") from None
-    noise_level = lda_private.whitening_noise_level(rel.sigma / n_hat, d, rel.noise_p, coef.a2 * m1_var)
+    noise_level = scalable.whitening_noise_level(rel.sigma / n_hat, d, rel.noise_p, coef.a2 * m1_var)
     if wh.eigenvalues[-1] <= noise_level:
         raise BudgetNotMetError(
             f"the privacy budget cannot be met: the k-th eigenvalue of the noisy second moment, "
@@ -482,17 +484,17 @@ def _private_whitening(backend, d, k, p, coef, n_hat, m1, m1_var, c2, config, no
 def _tensor_clip(backend, W, W_ref, key, config, noise) -> float:
     """Release 4: histogram of the per-document tensor-norm bounds → C3 (``W_ref``: ``W`` as broadcast to the shards)."""
     r = float(np.sqrt(np.einsum("ij,ij->i", W, W)).max())
-    lo, hi, nb = lda_private.TENSOR_GRID
-    edges = lda_private.log_grid(lo * r ** 3, hi * r ** 3, nb)
-    hist = _sum(backend.call("private_tensor_bounds", W_ref, edges, key))
-    noisy = noise.add("tensor_bounds", hist, lda_private.HISTOGRAM_SENSITIVITY,
+    lo, hi, nb = scalable.TENSOR_GRID
+    edges = scalable.log_grid(lo * r ** 3, hi * r ** 3, nb)
+    hist = sum_partials(backend.call("private_tensor_bounds", W_ref, edges, key))
+    noisy = noise.add("tensor_bounds", hist, scalable.HISTOGRAM_SENSITIVITY,
                       note="histogram of B_n ≥ ‖m3_n(W,W,W)‖_F on a grid scaled by max row norm of W (public)")
-    return lda_private.quantile_from_histogram(noisy, edges, config.tensor_quantile,
-                                               noise.sigma("tensor_bounds", lda_private.HISTOGRAM_SENSITIVITY))
+    return scalable.quantile_from_histogram(noisy, edges, config.tensor_quantile,
+                                               noise.sigma("tensor_bounds", scalable.HISTOGRAM_SENSITIVITY))
 
 
 def _explicit_tensor(backend, W_ref, c3, key, n_hat, assemble, noise):
-    e3 = noise.add("whitened_tensor", _sum(backend.call("private_tensor", W_ref, c3, key)), 2.0 * c3,
+    e3 = noise.add("whitened_tensor", sum_partials(backend.call("private_tensor", W_ref, c3, key)), 2.0 * c3,
                    note="Σ h_n m3_n(W,W,W), symmetric noise on the C(k+2,3) unique entries", symmetric3=True)
     return assemble(e3 / n_hat)
 
@@ -501,7 +503,7 @@ def _power_iterations(backend, W_ref, k, c3, key, n_hat, assemble_apply, config,
     """Orthogonal iteration with one noisy ``Σ_shards E3(I,U,U)`` per step; eigenpairs from the last release."""
     U = _orthonormal(rng, k, k)
     for it in range(config.power_iters):
-        raw = _sum(backend.call("private_cube_apply", W_ref, c3, U, key))
+        raw = sum_partials(backend.call("private_cube_apply", W_ref, c3, U, key))
         scale = float(np.linalg.norm(U, 2)) ** 2
         Z = noise.add("whitened_tensor", raw, 2.0 * c3 * scale, record_sensitivity=f"2·C3·‖U‖₂² = {2.0 * c3:.6g}·‖U‖₂²",
                       note="Σ_shards E3(I,u,u) for the k current vectors, one release per power iteration")
@@ -518,7 +520,7 @@ def _power_iterations(backend, W_ref, k, c3, key, n_hat, assemble_apply, config,
 
 
 def fit_spectral_private(backend: Backend, vocab_size: int, params: SpectralParams,
-                         config: lda_private.PrivateSpectralConfig, rng: np.random.Generator,
+                         config: scalable.PrivateSpectralConfig, rng: np.random.Generator,
                          ledger: PrivacyLedger | None = None, plan: dict | None = None,
                          progress: Callable | None = None, restart: float | None = None) -> PrivateSpectral:
     """Private spectral LDA / single-topic fit (module docstring).
@@ -537,10 +539,10 @@ def fit_spectral_private(backend: Backend, vocab_size: int, params: SpectralPara
     ledger : PrivacyLedger, optional
         Appended to (e.g. after a vocabulary release).
     plan : dict, optional
-        Noise multipliers from :func:`~distdp.privacy.lda_private.plan_noise`
+        Noise multipliers from :func:`~distdp.lda.private.scalable.plan_noise`
         (when the budget is shared with private EM).
     restart : float, optional
-        With a whitening probe in ``plan`` (:func:`~distdp.privacy.lda_private.split_probe`):
+        With a whitening probe in ``plan`` (:func:`~distdp.lda.private.scalable.split_probe`):
         the probe ratio from which :class:`_Restart` is raised (:func:`fit_lda_private_scalable`).
 
     Raises
@@ -552,8 +554,8 @@ def fit_spectral_private(backend: Backend, vocab_size: int, params: SpectralPara
     config.validate()
     k, d = params.k, vocab_size
     ledger = ledger if ledger is not None else PrivacyLedger()
-    noise = _Noise(plan or lda_private.plan_noise(config), rng, ledger)
-    st = _Stages(progress)
+    noise = _Noise(plan or scalable.plan_noise(config), rng, ledger)
+    st = Stages(progress)
     coef = moments.MomentCoefficients(params.moment_alpha0)
     p = min(d, k + (params.oversample if params.oversample is not None else 10))
     n_total = int(sum(backend.call("row_count")))
@@ -563,7 +565,7 @@ def fit_spectral_private(backend: Backend, vocab_size: int, params: SpectralPara
     with st.timed("pass1_stats"):
         n_hat, tokens_hat, c1, c2 = _release_counts(backend, config, noise, n_total)
         sens1 = math.sqrt(2.0) * c1
-        m1 = noise.add("m1", _sum(backend.call("private_m1", c1)), sens1, note="Σ f_n m1_n") / n_hat
+        m1 = noise.add("m1", sum_partials(backend.call("private_m1", c1)), sens1, note="Σ f_n m1_n") / n_hat
         m1_var = (noise.plan["m1"].multiplier * sens1 / n_hat) ** 2
     st.step("pass1_stats")
     with st.timed("whitening"):
@@ -578,7 +580,7 @@ def fit_spectral_private(backend: Backend, vocab_size: int, params: SpectralPara
     with st.timed("decomposition"):
         if config.mechanism == "whitened":
             T = _explicit_tensor(backend, W_ref, c3, key, n_hat,
-                                 lambda e3: lda_private.assemble_tensor(e3, e2w, m, gram, m1_var, params.moment_alpha0),
+                                 lambda e3: scalable.assemble_tensor(e3, e2w, m, gram, m1_var, params.moment_alpha0),
                                  noise)
             kwargs = {k_: v for k_, v in (("n_restarts", params.n_restarts), ("n_iters", params.n_iters)) if v}
             res = robust_power_method(T, k, rng=rng, **kwargs)
@@ -586,7 +588,7 @@ def fit_spectral_private(backend: Backend, vocab_size: int, params: SpectralPara
         else:
             lam, V = _power_iterations(
                 backend, W_ref, k, c3, key, n_hat,
-                lambda e3u, U: lda_private.assemble_tensor_apply(e3u, U, e2w, m, gram, m1_var, params.moment_alpha0),
+                lambda e3u, U: scalable.assemble_tensor_apply(e3u, U, e2w, m, gram, m1_var, params.moment_alpha0),
                 config, noise, rng, st)
     with st.timed("recovery"):
         topic_word, alpha = lda.recover_parameters(lam, V, wh.unwhiten, params.alpha0, params.model)
@@ -602,11 +604,11 @@ def fit_spectral_private(backend: Backend, vocab_size: int, params: SpectralPara
 
 
 #: Threshold ``t`` (in noise deviations) of the noisy EM statistics and unmixing solves (post-processing,
-#: ``lda_private.threshold_noisy``: firm, 0 below 0.75t, kept above 1.5t). Measured on synthetic corpora
+#: ``scalable.threshold_noisy``: firm, 0 below 0.75t, kept above 1.5t). Measured on synthetic corpora
 #: (d = 5,000): the hard threshold at 2σ (before the firm one) beat the floor at 0 by ~1.5× in topic L1.
 EM_THRESHOLD = 2.0
 #: Default working vocabulary per topic when a refinement extends the topics to every word (at most
-#: ``lda_private.DENSE_WHITENING_MAX_WORDS`` words: :func:`check_working_vocab`).
+#: ``scalable.DENSE_WHITENING_MAX_WORDS`` words: :func:`check_working_vocab`).
 WORKING_VOCAB_PER_TOPIC = 100
 
 
@@ -614,7 +616,7 @@ def refine_em_private(backend: Backend, topic_word: np.ndarray, alpha: np.ndarra
                       n_iter: int, eta: float, norm_cap: float, multiplier: float, rng: np.random.Generator,
                       ledger: PrivacyLedger, progress: Callable | None = None, max_inner: int = 100,
                       tol: float = 1e-3, threshold: float = EM_THRESHOLD, *, frequencies: np.ndarray,
-                      scale_power: float = lda_private.WORD_SCALE_POWER) -> RefineResult:
+                      scale_power: float = scalable.WORD_SCALE_POWER) -> RefineResult:
     """Private batch variational EM: Gaussian noise on each iteration's summed statistics.
 
     Each shard runs the E-step and scales every document's statistic
@@ -623,7 +625,7 @@ def refine_em_private(backend: Backend, topic_word: np.ndarray, alpha: np.ndarra
     ``N(0, (multiplier·√2·C)²)`` once, divides ``S`` out, sets the entries
     below ``threshold`` of their noise deviations (``σ/S``) to 0 and takes
     ``λ = η + that``. ``S`` are the word scales of
-    :func:`~distdp.privacy.lda_private.word_scales` from the current topics
+    :func:`~distdp.lda.private.scalable.word_scales` from the current topics
     and the scan's ``frequencies``: one E-step from
     the true topics of the ``lda_privacy_utility`` corpus (N = 2·10⁵) with
     the noise of the whole ε = 1 budget gave L1 0.050 with them, 0.062 with
@@ -635,13 +637,13 @@ def refine_em_private(backend: Backend, topic_word: np.ndarray, alpha: np.ndarra
     check_em_args(n_iter, eta)
     if n_iter == 0:
         return RefineResult(refine.init_lambda(topic_word, alpha, tokens_hat, eta), [], [], [])
-    sens = lda_private.em_sensitivity(norm_cap)
+    sens = scalable.em_sensitivity(norm_cap)
     sigma = multiplier * sens
     ledger.record(Release("em_sstats", "gaussian", sens, sigma, n_iter,
                           accounting.gaussian_event(multiplier, n_iter), NEIGHBOUR,
                           f"Σ_n w_n (x_n∘φ_n)∘S (k×d) per EM iteration, w_n = {norm_cap:.4g}/‖(x_n∘φ_n)∘S‖_F, "
                           f"word scales S = b^(-{scale_power:.3g}) from the current topics and the scan "
-                          f"(word_scales); divided by S, " + lda_private.threshold_note(threshold, "σ/S")))
+                          f"(word_scales); divided by S, " + scalable.threshold_note(threshold, "σ/S")))
     lam = refine.init_lambda(topic_word, alpha, tokens_hat, eta)
     key = time.time_ns()
     secs = []
@@ -649,12 +651,12 @@ def refine_em_private(backend: Backend, topic_word: np.ndarray, alpha: np.ndarra
         t0 = time.perf_counter()
         elog = refine.dirichlet_expectation(lam)
         eeb = np.exp(elog)
-        scales = lda_private.word_scales(lam - eta, frequencies, scale_power)
+        scales = scalable.word_scales(lam - eta, frequencies, scale_power)
         parts = backend.call("e_step", backend.broadcast(eeb), backend.broadcast(elog), alpha, key, max_inner, tol,
                              float(norm_cap), backend.broadcast(scales))
-        sstats = eeb * _sum([p_[0] for p_ in parts])
+        sstats = eeb * sum_partials([p_[0] for p_ in parts])
         noisy = (sstats * scales + mechanisms.gaussian_noise(sstats.shape, sigma, rng)) / scales
-        lam = eta + lda_private.threshold_noisy(noisy, sigma / scales, threshold)
+        lam = eta + scalable.threshold_noisy(noisy, sigma / scales, threshold)
         secs.append(time.perf_counter() - t0)
         if progress is not None:
             progress("refine", t + 1, n_iter)
@@ -663,19 +665,19 @@ def refine_em_private(backend: Backend, topic_word: np.ndarray, alpha: np.ndarra
 
 def _release_unmix(parts: list, stage: str, norm_cap: float, noise: _Noise, gram_note: str, q_note: str,
                    threshold: float, symmetric: bool, scales: np.ndarray | None = None,
-                   diagonal: bool = False, previous: np.ndarray | None = None) -> lda_private.UnmixedTopics:
+                   diagonal: bool = False, previous: np.ndarray | None = None) -> scalable.UnmixedTopics:
     """Noisy ``G`` (``<stage>_gram``) and ``Q`` (``<stage>_sstats``) from the shards' ``(Q, G)``, solved for the topics.
 
     A symmetric ``G`` is released on its unique entries; the sensitivities
-    are :func:`~distdp.privacy.lda_private.tail_sensitivities` either way.
+    are :func:`~distdp.lda.private.scalable.tail_sensitivities` either way.
     ``diagonal``: ``G`` is diagonal by construction (single-topic θ̂)
-    (:func:`~distdp.privacy.lda_private.unmix_diagonal`; a topic without
+    (:func:`~distdp.lda.private.scalable.unmix_diagonal`; a topic without
     documents above the noise keeps its row of ``previous``). Where ``scales``
-    are 0 (a pass's support, :func:`~distdp.privacy.lda_private.pass_support`)
+    are 0 (a pass's support, :func:`~distdp.lda.private.scalable.pass_support`)
     ``Q`` is 0 and is released on the other entries only.
     """
-    sens_q, sens_g = lda_private.tail_sensitivities(norm_cap)
-    gram = _sum([p_[1] for p_ in parts])
+    sens_q, sens_g = scalable.tail_sensitivities(norm_cap)
+    gram = sum_partials([p_[1] for p_ in parts])
     if symmetric:
         iu = np.triu_indices(gram.shape[0])
         upper = np.zeros_like(gram)
@@ -683,10 +685,10 @@ def _release_unmix(parts: list, stage: str, norm_cap: float, noise: _Noise, gram
         gram = upper + np.triu(upper, 1).T
     else:
         gram = noise.add(f"{stage}_gram", gram, sens_g, note=gram_note)
-    q = np.array(_sum([p_[0] for p_ in parts]))    # a copy: a single Ray actor's result is read-only
+    q = np.array(sum_partials([p_[0] for p_ in parts]))    # a copy: a single Ray actor's result is read-only
     released = np.ones(q.shape, dtype=bool) if scales is None else scales > 0   # a pass's support (pass_support)
     q[released] = noise.add(f"{stage}_sstats", q[released], sens_q, note=q_note)
-    return lda_private.unmix_topics(q, gram, noise.sigma(f"{stage}_sstats", sens_q), threshold, symmetric=symmetric,
+    return scalable.unmix_topics(q, gram, noise.sigma(f"{stage}_sstats", sens_q), threshold, symmetric=symmetric,
                                     scales=scales, diagonal=diagonal, sigma_g=noise.sigma(f"{stage}_gram", sens_g),
                                     previous=previous)
 
@@ -694,28 +696,28 @@ def _release_unmix(parts: list, stage: str, norm_cap: float, noise: _Noise, gram
 #: How an unmixing release's ``θ̂_n`` is estimated, and what its solve does with G (ledger notes), by ``single_topic``.
 _MIXTURE = {False: "the E-step's posterior mean", True: "one-hot single-topic posterior mode"}
 _DIAGONAL_NOTE = {False: "", True: "; G diagonal by construction (its noisy off-diagonal entries unused), a topic "
-                                   "whose G_ii is not above the threshold keeps its start (lda_private.unmix_diagonal)"}
+                                   "whose G_ii is not above the threshold keeps its start (scalable.unmix_diagonal)"}
 
 
 def unmix_tail_private(view: ColumnBackend, topic_word: np.ndarray, alpha: np.ndarray,
                        norm_cap: float, noise: _Noise, threshold: float = EM_THRESHOLD, max_inner: int = 100,
                        tol: float = 1e-3, single_topic: bool = False, frequencies: np.ndarray | None = None,
-                       scale_power: float = lda_private.WORD_SCALE_POWER) -> lda_private.UnmixedTopics:
+                       scale_power: float = scalable.WORD_SCALE_POWER) -> scalable.UnmixedTopics:
     """Topics on every word from the fit on ``view``'s working vocabulary (``tail_gram``, ``tail_sstats``).
 
     Each document's mixture ``θ̂_n`` is estimated on its working words alone;
     the coordinator releases ``G = Σ w_n l_n θ̂_nθ̂_nᵀ`` (unique entries) and
     ``Q = Σ w_n θ̂_n x_nᵀ`` with Gaussian noise and solves ``β̂ = G⁻¹Q``
-    (:func:`distdp.privacy.lda_private.unmix_topics`). Unlike an EM
+    (:func:`distdp.lda.private.scalable.unmix_topics`). Unlike an EM
     iteration from topics flat outside the working vocabulary, which spreads
     each such word over every topic its documents mix (≈ 45% of its mass on
     wrong topics at Σα = 1), the solve undoes that mixing in one release.
     With ``frequencies`` (the scan's; LDA only) its words are scaled as the
     pass's are (:func:`unmix_private`): ``Q = Σ w_n (θ̂_n x_nᵀ)∘S``, ``w_n``
     setting ``‖(θ̂_n x_nᵀ)∘S‖_F`` to the sensitivity, ``β̂ = G⁻¹(Q/S)``,
-    with the scales ``S`` of :func:`~distdp.privacy.lda_private.word_scales`
+    with the scales ``S`` of :func:`~distdp.lda.private.scalable.word_scales`
     from the spectral topics extended by the frequencies
-    (:func:`~distdp.privacy.lda_private.embed_topics`). On the
+    (:func:`~distdp.lda.private.scalable.embed_topics`). On the
     ``lda_privacy_utility`` corpus (ε = 1, N = 10⁶, noise seed 10) that took
     the tail's solve from L1 0.0667 to 0.0620 and the default's result from
     0.0267 to 0.0264 (README, *The tail release*). ``single_topic``: ``θ̂_n``
@@ -729,7 +731,7 @@ def unmix_tail_private(view: ColumnBackend, topic_word: np.ndarray, alpha: np.nd
     scales = None
     if frequencies is not None and not single_topic:
         d = np.asarray(frequencies).shape[0]
-        scales = lda_private.word_scales(lda_private.embed_topics(topic_word, view.columns, frequencies, d),
+        scales = scalable.word_scales(scalable.embed_topics(topic_word, view.columns, frequencies, d),
                                          frequencies, scale_power)
     parts = view.call_full("tail_statistics", start, alpha, float(norm_cap), max_inner, tol, single_topic,
                            None if scales is None else view.broadcast(scales))
@@ -746,27 +748,27 @@ def unmix_tail_private(view: ColumnBackend, topic_word: np.ndarray, alpha: np.nd
         previous[:, view.columns] = topic_word
     return _release_unmix(parts, "tail", norm_cap, noise, f"unique entries of Σ_n w_n l_n θ̂_nθ̂_nᵀ (k×k), {rule}",
                           f"Σ_n w_n (θ̂_n x_nᵀ){scaled} (k×d), {rule}; β̂ = G⁻¹(Q{'/S' if scaled else ''}), "
-                          + lda_private.threshold_note(threshold) + _DIAGONAL_NOTE[single_topic], threshold,
+                          + scalable.threshold_note(threshold) + _DIAGONAL_NOTE[single_topic], threshold,
                           symmetric=True, scales=scales, diagonal=single_topic, previous=previous)
 
 
-def unmix_private(backend: Backend, start: lda_private.UnmixedTopics, alpha: np.ndarray, scan: Scan, noise: _Noise,
+def unmix_private(backend: Backend, start: scalable.UnmixedTopics, alpha: np.ndarray, scan: Scan, noise: _Noise,
                   passes: int, threshold: float = EM_THRESHOLD, max_inner: int = 100, tol: float = 1e-3,
-                  progress: Callable | None = None, scale_power: float = lda_private.WORD_SCALE_POWER,
+                  progress: Callable | None = None, scale_power: float = scalable.WORD_SCALE_POWER,
                   single_topic: bool = False,
-                  support_threshold: float | None = lda_private.PASS_SUPPORT) -> np.ndarray:
+                  support_threshold: float | None = scalable.PASS_SUPPORT) -> np.ndarray:
     """``passes`` unmixing releases on every word (``unmix_gram``, ``unmix_sstats``), each from the last.
 
     Each pass estimates every document's mixture ``θ̂_n`` on all its words
     under the current topics (``start``'s, then the last pass's), every
     entry their solve set to 0 raised to
-    :data:`~distdp.privacy.lda_private.MIXTURE_FLOOR` of its noise deviation
-    (:func:`~distdp.privacy.lda_private.mixture_topics`); with ``g_n = θ̂_n²/‖θ̂_n²‖₂``
-    (:func:`~distdp.privacy.lda_private.pass_weights`) the coordinator
+    :data:`~distdp.lda.private.scalable.MIXTURE_FLOOR` of its noise deviation
+    (:func:`~distdp.lda.private.scalable.mixture_topics`); with ``g_n = θ̂_n²/‖θ̂_n²‖₂``
+    (:func:`~distdp.lda.private.scalable.pass_weights`) the coordinator
     releases ``G = Σ w_n l_n g_n θ̂_nᵀ`` (all k² entries) and
     ``Q = Σ w_n (g_n x_nᵀ)∘S`` with Gaussian noise and solves ``β̂ = G⁻¹(Q/S)``
-    (:func:`distdp.privacy.lda_private.unmix_pass_statistics`); the word
-    scales ``S`` (:func:`~distdp.privacy.lda_private.word_scales`, power
+    (:func:`distdp.lda.private.scalable.unmix_pass_statistics`); the word
+    scales ``S`` (:func:`~distdp.lda.private.scalable.word_scales`, power
     ``scale_power``) come from the current topics and ``scan``'s frequencies
     and ``scan.norm_cap`` is ``C``. From the tail
     release's topics one pass (then with one-hot ``g_n``) left L1 0.036 where
@@ -777,7 +779,7 @@ def unmix_private(backend: Backend, start: lda_private.UnmixedTopics, alpha: np.
     zeros of its start; the solve is a fresh estimate of every word's topics.
     Unless ``support_threshold`` is ``None``, a pass whose start has a solve
     releases only the entries that solve puts above ``support_threshold`` of
-    its noise deviations (:func:`~distdp.privacy.lda_private.pass_support`; its
+    its noise deviations (:func:`~distdp.lda.private.scalable.pass_support`; its
     word scales are 0 elsewhere) and solves each word on them.
     ``single_topic``: ``θ̂_n`` is the one-hot of the document's single-topic
     posterior mode (``alpha`` the topic weights), so ``g_n = θ̂_n``, ``G`` is
@@ -785,15 +787,15 @@ def unmix_private(backend: Backend, start: lda_private.UnmixedTopics, alpha: np.
     every entry. Each pass's solve
     is averaged with its start's (the tail release's, then the running
     average) by precision, the start's solve first mapped onto this pass's
-    mixing of the topics (:func:`~distdp.privacy.lda_private.align_mixing`)
+    mixing of the topics (:func:`~distdp.lda.private.scalable.align_mixing`)
     and its variance inflated by the bias left
-    (:func:`~distdp.privacy.lda_private.combine_unmixed`); a start without a
+    (:func:`~distdp.lda.private.scalable.combine_unmixed`); a start without a
     solve (a spectral start) is not averaged in.
     """
     norm_cap = scan.norm_cap
-    floor_note = (f" under the current topics with each zeroed entry at {lda_private.MIXTURE_FLOOR:g} of its noise "
+    floor_note = (f" under the current topics with each zeroed entry at {scalable.MIXTURE_FLOOR:g} of its noise "
                   f"deviation (mixture_topics)")
-    rule = (f"g_n = θ̂_n^{lda_private.UNMIX_SHARPEN:g}/‖θ̂_n^{lda_private.UNMIX_SHARPEN:g}‖₂, "
+    rule = (f"g_n = θ̂_n^{scalable.UNMIX_SHARPEN:g}/‖θ̂_n^{scalable.UNMIX_SHARPEN:g}‖₂, "
             f"θ̂_n {_MIXTURE[single_topic]} from all words{'' if single_topic else floor_note}, "
             f"w_n = min({norm_cap:.4g}/‖(g_n x_nᵀ)∘S‖_F, {norm_cap:.4g}²/(‖θ̂_n‖₂‖x_n‖₁)), "
             f"word scales S = b^(-{scale_power:.3g}) from the current topics and the scan (word_scales)")
@@ -807,20 +809,20 @@ def unmix_private(backend: Backend, start: lda_private.UnmixedTopics, alpha: np.
                     ) if start.solve is not None or passes > 1 else ""
     for t in range(passes):
         topic_word = start.topic_word
-        scales = lda_private.word_scales(topic_word, scan.frequencies, scale_power)
-        support = lda_private.pass_support(start, support_threshold) if on_support else None
+        scales = scalable.word_scales(topic_word, scan.frequencies, scale_power)
+        support = scalable.pass_support(start, support_threshold) if on_support else None
         if support is not None:
             scales = scales * support
-        mix = topic_word if single_topic else lda_private.mixture_topics(start, lda_private.MIXTURE_FLOOR)
+        mix = topic_word if single_topic else scalable.mixture_topics(start, scalable.MIXTURE_FLOOR)
         parts = backend.call("unmix_statistics", backend.broadcast(mix), alpha, float(norm_cap), max_inner,
                              tol, backend.broadcast(scales), single_topic)
         solved = _release_unmix(parts, "unmix", norm_cap, noise,
                                 f"Σ_n w_n l_n g_n θ̂_nᵀ (k×k, all entries) per pass, {rule}",
                                 f"Σ_n w_n (g_n x_nᵀ)∘S (k×d) per pass, {rule}{support_note}; β̂ = G⁻¹(Q/S)"
-                                + combine_note + ", " + lda_private.threshold_note(threshold)
+                                + combine_note + ", " + scalable.threshold_note(threshold)
                                 + _DIAGONAL_NOTE[single_topic], threshold,
                                 symmetric=False, scales=scales, diagonal=single_topic, previous=topic_word)
-        start = lda_private.combine_unmixed(start, solved, threshold)
+        start = scalable.combine_unmixed(start, solved, threshold)
         if progress is not None:
             progress("unmix", t + 1, passes)
     return start.topic_word
@@ -896,13 +898,13 @@ def check_working_vocab(working_vocab, d: int, k: int, refine: bool) -> int:
     which may restart on more words: :func:`fit_lda_private_scalable`) ``min(d, 100·k, 4000)`` when a
     refinement extends the topics to every word, else ``d``.
 
-    The 4,000 (:data:`~distdp.privacy.lda_private.DENSE_WHITENING_MAX_WORDS`)
+    The 4,000 (:data:`~distdp.lda.private.scalable.DENSE_WHITENING_MAX_WORDS`)
     keeps the default's whitening dense for k > 40 too: with the power form on
     100·k words, k = 50 failed up to ε = 16 where the dense form on 4,000 words
     fits from ε = 8 (``benchmarks/private_large_k.py``; README, *Large k*).
     """
     if working_vocab is None or working_vocab == "auto":
-        cap = max(k, min(WORKING_VOCAB_PER_TOPIC * k, lda_private.DENSE_WHITENING_MAX_WORDS))
+        cap = max(k, min(WORKING_VOCAB_PER_TOPIC * k, scalable.DENSE_WHITENING_MAX_WORDS))
         return min(d, cap) if refine else d
     if isinstance(working_vocab, (bool, str)) or int(working_vocab) != working_vocab or not k <= working_vocab <= d:
         raise ValueError(f"working_vocab must be 'auto' or an integer in [k, vocabulary size] = [{k}, {d}], "
@@ -912,35 +914,35 @@ def check_working_vocab(working_vocab, d: int, k: int, refine: bool) -> int:
 
 def _working_vocabulary(backend: Backend, scan: Scan | None, h: int, d: int):
     """The ``h`` most frequent words by the scan (every word when ``h = d``), their share of the tokens
-    (:func:`~distdp.privacy.lda_private.working_share`; 1 without a scan) and the backend restricted to them."""
-    columns = lda_private.working_columns(scan.frequencies, h) if h < d else np.arange(d)
-    share = lda_private.working_share(scan.frequencies, columns) if scan is not None else 1.0
+    (:func:`~distdp.lda.private.scalable.working_share`; 1 without a scan) and the backend restricted to them."""
+    columns = scalable.working_columns(scan.frequencies, h) if h < d else np.arange(d)
+    share = scalable.working_share(scan.frequencies, columns) if scan is not None else 1.0
     return columns, share, (ColumnBackend(backend, columns) if h < d else backend)
 
 
-def _restart_gate(r: Refinement, d: int, params: SpectralParams, config: lda_private.PrivateSpectralConfig,
+def _restart_gate(r: Refinement, d: int, params: SpectralParams, config: scalable.PrivateSpectralConfig,
                   plan: dict, share: float) -> dict | None:
     """Whether the fit probes its default working vocabulary's whitening for a restart on more words.
 
     ``None`` when it cannot restart: a working vocabulary not asked to be
     ``"auto"``, a model other than LDA (measured on LDA only), no dense whitening split into
     a first release and a top-up before unmixing passes, or no more words to
-    grow to (:func:`~distdp.privacy.lda_private.restart_vocab`). Otherwise the
+    grow to (:func:`~distdp.lda.private.scalable.restart_vocab`). Otherwise the
     record for ``model.json``, whose ``probed`` says whether the working words
-    hold less than :data:`~distdp.privacy.lda_private.RESTART_TOKEN_SHARE` of
+    hold less than :data:`~distdp.lda.private.scalable.RESTART_TOKEN_SHARE` of
     the tokens (``share``, post-processing of the scan).
     """
-    h1 = lda_private.restart_vocab(r.working_vocab, d)
+    h1 = scalable.restart_vocab(r.working_vocab, d)
     if not (r.adaptive and h1 > r.working_vocab and _splits_first_release(params, config, plan)):
         return None
     return {"words": r.working_vocab, "restart_words": h1, "token_share": share,
-            "token_share_threshold": lda_private.RESTART_TOKEN_SHARE,
-            "probed": share < lda_private.RESTART_TOKEN_SHARE, "threshold": None, "probe_ratio": None, "made": False}
+            "token_share_threshold": scalable.RESTART_TOKEN_SHARE,
+            "probed": share < scalable.RESTART_TOKEN_SHARE, "threshold": None, "probe_ratio": None, "made": False}
 
 
-def _splits_first_release(params: SpectralParams, config: lda_private.PrivateSpectralConfig, plan: dict) -> bool:
+def _splits_first_release(params: SpectralParams, config: scalable.PrivateSpectralConfig, plan: dict) -> bool:
     """Whether the whitening's first release can be made in two parts, a probe for the restart
-    (:func:`_restart_gate`) or the early rung (:func:`~distdp.privacy.lda_private.split_early`): an LDA
+    (:func:`_restart_gate`) or the early rung (:func:`~distdp.lda.private.scalable.split_early`): an LDA
     fit (measured on LDA only) whose dense whitening is split into a first release and a top-up before
     unmixing passes."""
     return (params.model == "lda" and "m2_whitening_topup" in plan and "unmix_sstats" in plan
@@ -956,20 +958,20 @@ def _discard(ledger: PrivacyLedger, first: int, plan: dict, h: int, h1: int) -> 
         ledger.releases[i] = dataclasses.replace(
             rel, stage=rel.stage if rel.stage.endswith("_probe") else f"{rel.stage}_probe",
             note=f"{rel.note}; discarded: made on the default working vocabulary ({h} words) before the probe "
-                 f"restarted the fit on {h1} words, its budget taken from unmix_sstats (lda_private.restart_plan)")
+                 f"restarted the fit on {h1} words, its budget taken from unmix_sstats (scalable.restart_plan)")
     return lost
 
 
 def fit_lda_private_scalable(backend: Backend, vocab_size: int, params: SpectralParams,
-                             config: lda_private.PrivateSpectralConfig, rng: np.random.Generator,
+                             config: scalable.PrivateSpectralConfig, rng: np.random.Generator,
                              ledger: PrivacyLedger, plan: dict, refinement: Refinement, *, eta: float = 0.1,
                              progress: Callable | None = None) -> PrivateLDA:
     """Private LDA: scan, spectral fit on the working vocabulary, tail release, unmixing passes, private EM.
 
     The whitening's early rung (:func:`_splits_first_release`): before unmixing passes
     the whitening's first release begins with
-    :data:`~distdp.privacy.lda_private.WHITENING_EARLY_SHARE` of its μ²
-    (:func:`~distdp.privacy.lda_private.split_early`); where that release's
+    :data:`~distdp.lda.private.scalable.WHITENING_EARLY_SHARE` of its μ²
+    (:func:`~distdp.lda.private.scalable.split_early`); where that release's
     k-th eigenvalue already clears the top-up's threshold it is the whole
     whitening, and the rest of the first release and the top-up go to the
     passes' Q (``corpus.whitening_topup.early``). Else the fit goes on as
@@ -977,15 +979,15 @@ def fit_lda_private_scalable(backend: Backend, vocab_size: int, params: Spectral
 
     The working vocabulary's restart (``refinement.adaptive``, ``--working-vocab auto``;
     :func:`_restart_gate`): when the default's working words hold less than
-    :data:`~distdp.privacy.lda_private.RESTART_TOKEN_SHARE` of the tokens (the
+    :data:`~distdp.lda.private.scalable.RESTART_TOKEN_SHARE` of the tokens (the
     scan's noisy frequencies), the whitening's first release is made in two
-    parts (:func:`~distdp.privacy.lda_private.split_probe`). If the first
+    parts (:func:`~distdp.lda.private.scalable.split_probe`). If the first
     part's k-th eigenvalue is at least
-    :func:`~distdp.privacy.lda_private.restart_snr` times its noise level, the
+    :func:`~distdp.lda.private.scalable.restart_snr` times its noise level, the
     releases made so far (counts, m1, the probe) are kept in the ledger as
     discarded (``*_probe``) and the spectral stage runs again on
-    :func:`~distdp.privacy.lda_private.restart_vocab` words, its plan
-    :func:`~distdp.privacy.lda_private.restart_plan` (the discarded μ² taken
+    :func:`~distdp.lda.private.scalable.restart_vocab` words, its plan
+    :func:`~distdp.lda.private.scalable.restart_plan` (the discarded μ² taken
     from the passes' Q); else the second part is released and averaged with
     the probe, which is the fit without a probe in distribution. Why: the tail
     release's θ̂_n see only the working words' tokens, and more of them make
@@ -993,7 +995,7 @@ def fit_lda_private_scalable(backend: Backend, vocab_size: int, params: Spectral
     passes then gained on synthetic topics and lost on topics fitted from real
     text (README, *The working vocabulary's size*), hence opt-in. Privacy: every branch is
     chosen from released values and spends the plan's total μ² (Smith &
-    Thakurta 2022, as :func:`~distdp.privacy.lda_private.split_whitening`).
+    Thakurta 2022, as :func:`~distdp.lda.private.scalable.split_whitening`).
     ``model.json`` records the decision under ``corpus.working_vocab_restart``.
 
     Parameters
@@ -1005,14 +1007,14 @@ def fit_lda_private_scalable(backend: Backend, vocab_size: int, params: Spectral
     rng : numpy.random.Generator
     ledger : PrivacyLedger
     plan : dict
-        Noise multipliers of every stage (:func:`distdp.private_fit.budget_plan`): ``"scan"`` when
+        Noise multipliers of every stage (:func:`distdp.lda.private.fit.budget_plan`): ``"scan"`` when
         ``refinement.scan``, ``"tail_gram"`` and ``"tail_sstats"`` when ``refinement.tail``
         (:func:`unmix_tail_private`; without them a refinement starts from
-        :func:`~distdp.privacy.lda_private.embed_topics`), ``"unmix_gram"`` and ``"unmix_sstats"``
+        :func:`~distdp.lda.private.scalable.embed_topics`), ``"unmix_gram"`` and ``"unmix_sstats"``
         when ``refinement.unmix > 0``, ``"em_sstats"`` when ``refinement.refine > 0``.
     refinement : Refinement
         What follows the spectral stage, defaults resolved
-        (:func:`distdp.private_fit.resolve_refinement`). Without a refinement the topics are zero
+        (:func:`distdp.lda.private.fit.resolve_refinement`). Without a refinement the topics are zero
         outside the working vocabulary.
     eta : float
         EM topic-word smoothing.
@@ -1027,16 +1029,16 @@ def fit_lda_private_scalable(backend: Backend, vocab_size: int, params: Spectral
     record = _restart_gate(r, d, params, config, plan, share)
     restart = None
     if record is not None and record["probed"]:
-        plan = noise.plan = lda_private.split_probe(plan)
-        restart = record["threshold"] = lda_private.restart_snr(plan)
+        plan = noise.plan = scalable.split_probe(plan)
+        restart = record["threshold"] = scalable.restart_snr(plan)
     elif _splits_first_release(params, config, plan):
-        plan = noise.plan = lda_private.split_early(plan)
+        plan = noise.plan = scalable.split_early(plan)
     first = len(ledger.releases)
     try:
         ps = fit_spectral_private(view, h, params, config, rng, ledger, plan, progress, restart)
     except _Restart as probe:
         h1 = record["restart_words"]
-        plan = noise.plan = lda_private.restart_plan(plan, _discard(ledger, first, plan, h, h1))
+        plan = noise.plan = scalable.restart_plan(plan, _discard(ledger, first, plan, h, h1))
         h = h1
         columns, share, view = _working_vocabulary(backend, scan, h, d)
         record.update(probe_ratio=probe.ratio, made=True)
@@ -1050,9 +1052,9 @@ def fit_lda_private_scalable(backend: Backend, vocab_size: int, params: Spectral
         ps.result.stats["working_vocab_restart"] = record
     topup = ps.result.stats.get("whitening_topup")
     if topup is not None and topup["early"]:
-        plan = lda_private.move_budget(plan, "m2_whitening", "unmix_sstats")
+        plan = scalable.move_budget(plan, "m2_whitening", "unmix_sstats")
     if topup is not None and not topup["made"]:
-        noise.plan = lda_private.move_budget(plan, "m2_whitening_topup", "unmix_sstats")
+        noise.plan = scalable.move_budget(plan, "m2_whitening_topup", "unmix_sstats")
     if not r.active:
         topic_word = np.zeros((params.k, d))
         topic_word[:, columns] = ps.result.topic_word
@@ -1062,8 +1064,8 @@ def fit_lda_private_scalable(backend: Backend, vocab_size: int, params: Spectral
         start = unmix_tail_private(view, ps.result.topic_word, ps.result.alpha, scan.norm_cap, noise,
                                    single_topic=single, frequencies=scan.frequencies)
     else:
-        embedded = lda_private.embed_topics(ps.result.topic_word, columns, scan.frequencies, d)
-        start = lda_private.UnmixedTopics(embedded)
+        embedded = scalable.embed_topics(ps.result.topic_word, columns, scan.frequencies, d)
+        start = scalable.UnmixedTopics(embedded)
     topic_word = start.topic_word
     if r.unmix:
         topic_word = unmix_private(backend, start, ps.result.alpha, scan, noise, r.unmix, progress=progress,

@@ -127,7 +127,7 @@ def e_step(counts: sp.csr_matrix, exp_elog_beta: np.ndarray, alpha: np.ndarray, 
         comes from the unscaled counts.
     contribution_scales : ndarray (k, d), optional
         With ``contribution_cap``: the norm is that of ``(c_n ∘ φ_n) ∘ S``
-        (the word scales of :func:`distdp.privacy.lda_private.word_scales`),
+        (the word scales of :func:`distdp.lda.private.scalable.word_scales`),
         so that ``sstats ∘ S`` (after ``Ê_β``) has terms of norm ``C``; the
         statistics returned are still unscaled.
     """
@@ -251,7 +251,7 @@ def contribution_scale(ratio: np.ndarray, weights: np.ndarray, rows: np.ndarray,
     over the document's nonzeros.
 
     Every document is scaled to the cap, not only those above it (as the
-    unmixing releases' :func:`distdp.privacy.lda_private.unmix_weights`):
+    unmixing releases' :func:`distdp.lda.private.scalable.unmix_weights`):
     the noise is set by ``cap`` alone and a document's signal
     ``cap·l_n/‖c_n∘φ_n‖_F`` is the most the sensitivity allows. One E-step
     from the true topics of the ``lda_privacy_utility`` corpus (N = 10⁶,

@@ -2,15 +2,19 @@
 
 Both work from statistics small enough to gather in one process: C_V from the
 document co-occurrence counts of the topics' top words
-(:class:`distdp.refine.CooccurrencePartial`, summed over the shards: the one
-pass that also gives NPMI, :func:`distdp.refine.npmi`), topic diversity from
+(:class:`distdp.lda.refine.CooccurrencePartial`, summed over the shards: the one
+pass that also gives NPMI, :func:`distdp.lda.refine.npmi`), topic diversity from
 the topic-word matrix alone.
 """
 from __future__ import annotations
 
+import functools
+import operator
+
 import numpy as np
 
-from distdp.refine import CooccurrencePartial
+from distdp.lda import refine
+from distdp.lda.refine import CooccurrencePartial
 
 #: gensim's ε in its direct confirmation measures (``gensim.topic_coherence.direct_confirmation_measure.EPSILON``).
 EPSILON = 1e-12
@@ -18,6 +22,8 @@ EPSILON = 1e-12
 GENSIM_CV_WINDOW = 110
 #: Top words per topic of topic diversity (Dieng, Ruiz & Blei 2020).
 DIVERSITY_TOP_N = 25
+#: Top words per topic of NPMI and C_V coherence.
+COHERENCE_TOP_N = 10
 
 
 def npmi_matrix(stats: CooccurrencePartial, epsilon: float = EPSILON) -> np.ndarray:
@@ -27,7 +33,7 @@ def npmi_matrix(stats: CooccurrencePartial, epsilon: float = EPSILON) -> np.ndar
     ``P`` the fraction of documents containing the words (gensim's
     ``log_ratio_measure(..., normalize=True)``): a pair never seen together
     gets ``log(ε/(P(i)P(j)))/(−log ε)``, a little above −1, not −1 (unlike
-    :func:`distdp.refine.npmi`). On the diagonal ``P(i,i) = P(i)``.
+    :func:`distdp.lda.refine.npmi`). On the diagonal ``P(i,i) = P(i)``.
 
     Pairs with a word in no document (``P(i) = 0``), where gensim divides by
     zero (its C_V of the topic is then NaN), are set to −1 here: the word
@@ -138,3 +144,23 @@ def topic_diversity(topic_word: np.ndarray, top_n: int = DIVERSITY_TOP_N) -> flo
     n = min(top_n, topic_word.shape[1])
     top = np.argsort(-topic_word, axis=1, kind="stable")[:, :n]
     return float(np.unique(top).size / top.size)
+
+
+def coherence_on(backend, topic_word: np.ndarray, top_n: int = COHERENCE_TOP_N) -> dict:
+    """NPMI and C_V of each topic's ``top_n`` words from one pass of ``backend``'s shards, and topic diversity.
+
+    The shards count the documents containing each top word and each pair
+    (:meth:`distdp.lda.shard.Shard.cooccurrence`); only those counts are summed
+    here, and both measures come from them (:func:`distdp.lda.refine.npmi`,
+    :func:`distdp.lda.metrics.c_v`, the document as C_V's window). Diversity
+    needs no pass (:func:`distdp.lda.metrics.topic_diversity`, top 25 words).
+    """
+    top = np.argsort(-topic_word, axis=1, kind="stable")[:, :top_n]
+    words = np.unique(top)
+    stats = functools.reduce(operator.add, backend.call("cooccurrence", words))
+    npmi = refine.npmi(top, stats, words)
+    cv = c_v(top, stats, words)
+    return {"mean": float(npmi.mean()), "per_topic": npmi, "top_n": top_n,
+            "c_v": {"mean": float(cv.mean()), "per_topic": cv, "window": "document"},
+            "diversity": topic_diversity(topic_word, DIVERSITY_TOP_N),
+            "diversity_top_n": DIVERSITY_TOP_N}

@@ -1,0 +1,574 @@
+"""A scikit-learn estimator over :func:`distdp.api.fit_lda`: :class:`SpectralLDA`, and its option groups.
+
+``SpectralLDA(n_components=…).fit(X).transform(X)`` works as scikit-learn's
+``LatentDirichletAllocation`` does, on a documents×words count matrix (an
+array or a sparse matrix, e.g. the output of ``CountVectorizer``) or on a
+parquet corpus given by its path or URI. The options of ``fit_lda`` that are
+not the model's own come grouped in three frozen dataclasses:
+:class:`PrivacyOptions` (make the fit differentially private),
+:class:`SolverOptions` (the spectral solver) and :class:`ClusterOptions`
+(where the shards run). ``fit_lda`` stays the function underneath; every
+option maps onto one of its keyword arguments.
+
+This module is API level: it imports :mod:`distdp.api` and :mod:`distdp.lda`
+only, and nothing below the API imports it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.utils.validation import check_is_fitted, check_non_negative, validate_data
+
+from distdp.api import fit_lda
+from distdp.api import transform as transform_corpus
+from distdp.lda import LDAModel
+
+__all__ = ["ClusterOptions", "InvalidParameterError", "PrivacyOptions", "SolverOptions", "SpectralLDA"]
+
+MODELS = ("lda", "stm")
+BACKENDS = ("auto", "ray", "local")
+
+
+class InvalidParameterError(ValueError, TypeError):
+    """A parameter of :class:`SpectralLDA` or of an option group has a wrong type or value.
+
+    Both a ``ValueError`` and a ``TypeError``, as scikit-learn's own
+    ``InvalidParameterError`` is; the message names the parameter.
+    """
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _check_int(name: str, value, low: int, optional: bool = True) -> None:
+    if value is None and optional:
+        return
+    if not _is_int(value) or value < low:
+        raise InvalidParameterError(f"{name} must be an integer ≥ {low}{' or None' if optional else ''}, "
+                                    f"got {value!r}")
+
+
+def _check_real(name: str, value, *, positive: bool = True, below_one: bool = False, optional: bool = True) -> None:
+    if value is None and optional:
+        return
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    if ok and below_one:
+        ok = value < 1
+    if not ok:
+        span = "in (0, 1)" if below_one else "a finite number > 0"
+        raise InvalidParameterError(f"{name} must be {span}{' or None' if optional else ''}, got {value!r}")
+
+
+def _check_bool(name: str, value) -> None:
+    if not isinstance(value, (bool, np.bool_)):
+        raise InvalidParameterError(f"{name} must be True or False, got {value!r}")
+
+
+# ------------------------------------------------------------------ option groups
+@dataclass(frozen=True)
+class PrivacyOptions:
+    """Make the fit (ε, δ)-differentially private (replace-one-document neighbours).
+
+    Each field is the keyword argument of the same name of
+    :func:`distdp.api.fit_lda`, whose documentation has the details. Change
+    one field of a frozen instance with ``dataclasses.replace(options, epsilon=2.0)``.
+
+    Parameters
+    ----------
+    epsilon : float
+        ε of the guarantee, > 0.
+    delta : float
+        δ of the guarantee, in (0, 1); the fit refuses one that is not below
+        1/N (N the number of documents).
+    mechanism : str, default='auto'
+        Private mechanism: ``'auto'`` (``'whitened'`` for k ≤ 100, else
+        ``'power'``), ``'whitened'``, ``'power'``, or one of the papers'
+        small-vocabulary mechanisms (``'config1'``, ``'config1-paper'``,
+        ``'config2'``, ``'config3'``, ``'config4'``, ``'agn'``, ``'avn'``).
+    refine_budget : float, optional
+        Fraction of the budget (after the 2% scan) given to the refinement: the
+        tail release, unmixing passes and EM iterations. Default 0.75 with a
+        tail release, else 0.5.
+    length_cap : int, default=100
+        Public cap on tokens per document in the private token count.
+    reproducible : bool, default=False
+        Seed the noise from ``SpectralLDA.random_state``: the arithmetic of a
+        private fit, reported as NOT private. Required to give a
+        ``random_state`` to a private fit.
+    public_corpus : str, Path or sparse matrix, optional
+        A corpus you declare public, on which the topics' coherence is
+        measured (coherence on the private training corpus would be a further
+        release). Giving it turns the coherence measurement on.
+    working_vocab : int or 'auto', optional
+        The private spectral stage runs on this many most frequent words
+        (chosen from a noisy release); the refinement covers every word.
+    unmix : int, optional
+        Unmixing passes on every word after the private spectral stage
+        (default 2 when ``SpectralLDA.refine`` is None, else 0).
+    declared_bounds : DeclaredBounds or str, optional
+        ``mechanism='config2'`` only: public bounds on the corpus's moments
+        (text form ``"sigma_k=…,gap=…,sigma_1=…,m3_norm=…"``).
+    whitening : {'auto', 'dense', 'matrix-free', 'power'}, optional
+        Form of the private whitening (default ``'auto'``).
+    vocab_public : bool, default=False
+        Declare that the corpus's vocabulary was not chosen from its documents
+        (needed for a corpus without ``prepare.json``; recorded in the
+        privacy report). A count matrix's columns are treated as public.
+
+    Raises
+    ------
+    InvalidParameterError
+        A field of the wrong type or out of range, naming the field.
+    """
+
+    epsilon: float
+    delta: float
+    mechanism: str = "auto"
+    refine_budget: float | None = None
+    length_cap: int = 100
+    reproducible: bool = False
+    public_corpus: Any = None
+    working_vocab: int | str | None = None
+    unmix: int | None = None
+    declared_bounds: Any = None
+    whitening: str | None = None
+    vocab_public: bool = False
+
+    def __post_init__(self):
+        _check_real("PrivacyOptions.epsilon", self.epsilon, optional=False)
+        _check_real("PrivacyOptions.delta", self.delta, below_one=True, optional=False)
+        if not isinstance(self.mechanism, str):
+            raise InvalidParameterError(f"PrivacyOptions.mechanism must be a string, got {self.mechanism!r}")
+        _check_real("PrivacyOptions.refine_budget", self.refine_budget, below_one=True)
+        _check_int("PrivacyOptions.length_cap", self.length_cap, 1, optional=False)
+        _check_bool("PrivacyOptions.reproducible", self.reproducible)
+        if self.working_vocab != "auto":
+            _check_int("PrivacyOptions.working_vocab", self.working_vocab, 1)
+        _check_int("PrivacyOptions.unmix", self.unmix, 0)
+        if self.whitening is not None and not isinstance(self.whitening, str):
+            raise InvalidParameterError(f"PrivacyOptions.whitening must be a string or None, got {self.whitening!r}")
+        _check_bool("PrivacyOptions.vocab_public", self.vocab_public)
+
+    def fit_lda_kwargs(self) -> dict:
+        """The keyword arguments of :func:`distdp.api.fit_lda` these options stand for."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+@dataclass(frozen=True)
+class SolverOptions:
+    """Options of the spectral solver (:class:`distdp.lda.pipeline.SpectralParams`).
+
+    A field left at None takes the solver's default.
+
+    Parameters
+    ----------
+    tensor : {'auto', 'explicit', 'implicit'}, default='auto'
+        Form the k×k×k whitened tensor once (``explicit``), or apply it
+        implicitly in each power iteration; ``auto``: explicit for k ≤ 100.
+    method : {'robust', 'simultaneous'}, default='robust'
+        Tensor power method: restarts and deflation, or orthogonalised
+        simultaneous iteration.
+    eigensolver : {'lobpcg', 'randomized', 'dense'}, default='lobpcg'
+        Eigensolver of the second moment M2 (``dense`` forms the d×d M2: small
+        vocabularies only).
+    restarts : int, optional
+        Restarts L of the robust power method (``fit_lda``'s ``n_restarts``).
+    iters : int, optional
+        Power-method iterations R (``fit_lda``'s ``n_iters``).
+    eig_iters : int, optional
+        Most products with M2 after the first (each one pass over the corpus).
+    eig_tol : float, optional
+        Relative residual at which the eigensolver stops (None: the solver's
+        default tolerance; this interface cannot turn the early stop off).
+    oversample : int, optional
+        Extra columns of the eigensolver's test block (solver default 10).
+
+    Raises
+    ------
+    InvalidParameterError
+        A field of the wrong type or out of range, naming the field.
+    """
+
+    tensor: str = "auto"
+    method: str = "robust"
+    eigensolver: str = "lobpcg"
+    restarts: int | None = None
+    iters: int | None = None
+    eig_iters: int | None = None
+    eig_tol: float | None = None
+    oversample: int | None = None
+
+    def __post_init__(self):
+        for name in ("tensor", "method", "eigensolver"):
+            if not isinstance(getattr(self, name), str):
+                raise InvalidParameterError(f"SolverOptions.{name} must be a string, got {getattr(self, name)!r}")
+        _check_int("SolverOptions.restarts", self.restarts, 1)
+        _check_int("SolverOptions.iters", self.iters, 1)
+        _check_int("SolverOptions.eig_iters", self.eig_iters, 1)
+        _check_real("SolverOptions.eig_tol", self.eig_tol)
+        _check_int("SolverOptions.oversample", self.oversample, 0)
+
+    def fit_lda_kwargs(self) -> dict:
+        """The keyword arguments of :func:`distdp.api.fit_lda` (its ``**solver``) these options stand for."""
+        kw = {"tensor": self.tensor, "method": self.method, "eigensolver": self.eigensolver,
+              "n_restarts": self.restarts, "n_iters": self.iters}
+        for name in ("eig_iters", "eig_tol", "oversample"):
+            if getattr(self, name) is not None:
+                kw[name] = getattr(self, name)
+        return kw
+
+
+@dataclass(frozen=True)
+class ClusterOptions:
+    """Where the corpus's shards are read and the passes run.
+
+    Parameters
+    ----------
+    backend : {'auto', 'ray', 'local'}, default='auto'
+        ``local``: the shards live in this process, no Ray (the same numbers);
+        ``ray``: in Ray actors; ``auto``: ``local`` for a corpus of at most
+        5 million stored counts when no ``address`` is given and Ray is not
+        already running in this process, else ``ray``.
+    address : str, optional
+        Address of an existing Ray cluster (default: start or reuse a local
+        instance).
+    workers : int, optional
+        Shards (Ray actors, or in-process shards with ``local``); default: the
+        CPUs Ray sees, one shard in process.
+    cpus_per_worker : float, optional
+        CPUs each Ray actor reserves (default 1, less if ``workers`` exceeds
+        the CPUs).
+
+    Raises
+    ------
+    InvalidParameterError
+        A field of the wrong type or out of range, naming the field.
+    """
+
+    backend: str = "auto"
+    address: str | None = None
+    workers: int | None = None
+    cpus_per_worker: float | None = None
+
+    def __post_init__(self):
+        if self.backend not in BACKENDS:
+            raise InvalidParameterError(f"ClusterOptions.backend must be one of {BACKENDS}, got {self.backend!r}")
+        if self.address is not None and not isinstance(self.address, str):
+            raise InvalidParameterError(f"ClusterOptions.address must be a string or None, got {self.address!r}")
+        _check_int("ClusterOptions.workers", self.workers, 1)
+        _check_real("ClusterOptions.cpus_per_worker", self.cpus_per_worker)
+
+    def fit_lda_kwargs(self) -> dict:
+        """The keyword arguments of :func:`distdp.api.fit_lda` (and of ``transform``) these options stand for."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+# ------------------------------------------------------------------ the estimator
+def _is_corpus_path(X) -> bool:
+    """Whether ``X`` names a parquet corpus (a local path or a URI) rather than holding counts."""
+    return isinstance(X, (str, os.PathLike))
+
+
+def _seed(random_state) -> int | None:
+    """``random_state`` as ``fit_lda``'s seed: None stays None (fresh entropy, never NumPy's global generator);
+    an integer is the seed; a ``RandomState`` or ``Generator`` given by the caller draws one."""
+    if random_state is None:
+        return None
+    if _is_int(random_state):
+        if random_state < 0:
+            raise InvalidParameterError(f"random_state must be a non-negative integer, got {random_state!r}")
+        return int(random_state)
+    if isinstance(random_state, np.random.RandomState):
+        return int(random_state.randint(np.iinfo(np.int32).max))
+    if isinstance(random_state, np.random.Generator):
+        return int(random_state.integers(np.iinfo(np.int64).max))
+    raise InvalidParameterError("random_state must be None, a non-negative integer, a numpy.random.RandomState or "
+                                f"a numpy.random.Generator, got {random_state!r}")
+
+
+class SpectralLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+    """Spectral LDA (or the single-topic model), optionally refined and differentially private.
+
+    A scikit-learn estimator over :func:`distdp.api.fit_lda`, used as
+    ``LatentDirichletAllocation``: ``SpectralLDA(n_components=10).fit(X)``,
+    then ``transform`` for the documents' topic mixtures; it fits in a
+    ``Pipeline`` after ``CountVectorizer``. The constructor only stores its
+    parameters; :meth:`fit` checks them.
+
+    Parameters
+    ----------
+    n_components : int, default=10
+        Number of topics k; smaller than the number of words d.
+    alpha0 : float, default=1.0
+        Dirichlet concentration Σα of the documents' topic mixtures (LDA), > 0.
+    model : {'lda', 'stm'}, default='lda'
+        ``'stm'``: the single-topic model (one topic per document, α0 → 0).
+    refine : int, optional
+        Most variational EM iterations after the spectral fit (LDA only);
+        None: ``fit_lda``'s default (20, stopped earlier on convergence; in a
+        private fit, unmixing passes instead); 0: the pure spectral fit.
+    eta : float, optional
+        Topic-word Dirichlet smoothing of the EM (default 1/k).
+    privacy : PrivacyOptions, optional
+        Make the fit differentially private. The topics are then released
+        under the guarantee; ``transform`` of private documents is private data.
+    solver : SolverOptions, optional
+        Options of the spectral solver (default: ``SolverOptions()``).
+    cluster : ClusterOptions, optional
+        Where the shards live (default: ``ClusterOptions()``, in this process
+        for a small corpus).
+    random_state : int, RandomState or Generator, optional
+        Seeds the eigensolver and the power method (and, with
+        ``PrivacyOptions(reproducible=True)``, the noise; a private fit refuses
+        a seed otherwise). None: fresh entropy on every fit.
+    vocabulary : list of str or str, optional
+        Word of each column (or a vocabulary file, one word per line), kept in
+        ``model_.vocab``. A corpus path has its own vocabulary; a pandas
+        DataFrame's string column names are used when this is None.
+    coherence : bool, default=False
+        Record the topics' NPMI and C_V coherence on the training corpus in
+        ``model_.info["coherence"]`` (one more pass). A private fit measures it
+        only on ``PrivacyOptions.public_corpus``, and always does there.
+    progress : bool, default=False
+        Show a progress bar over passes and iterations.
+
+    Attributes
+    ----------
+    components_ : ndarray of shape (n_components, n_features)
+        Topic-word distributions (``model_.topic_word``); each row sums to 1.
+        scikit-learn's ``LatentDirichletAllocation`` stores the variational
+        pseudo-counts λ there instead, which a spectral (or private) fit does
+        not have; its documented ``components_ / components_.sum(axis=1)[:, None]``
+        gives the topics in both. After EM refinement λ is ``model_.variational``.
+    exp_dirichlet_component_ : ndarray of shape (n_components, n_features)
+        ``exp(E[log β])``, as in scikit-learn: from λ after EM refinement, else
+        from the topic rows (floored away from 0); what :meth:`transform` uses.
+    alpha_ : ndarray of shape (n_components,)
+        Dirichlet parameters of the documents' topic mixtures (LDA) or the
+        topic weights (single-topic model).
+    n_features_in_ : int
+        Number of words d.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Column names of a pandas DataFrame ``X`` given to :meth:`fit`, when
+        they are all strings (scikit-learn's convention); absent otherwise.
+    model_ : LDAModel
+        The fitted model (save it with ``model_.save(path)``); ``model_.info``
+        holds parameters, corpus statistics, timings and diagnostics.
+    privacy_report_ : dict
+        ``model_.info["privacy"]``: for a private fit ε, δ, the mechanism, the
+        ledger of releases and whether the result is private (a reproducible
+        fit is not); for another fit ``{"private": False, "note": …}``.
+
+    Notes
+    -----
+    Spectral LDA uses the documents with at least 3 tokens (others are
+    skipped) and needs at least ``max(3, n_components + 1)`` of them;
+    ``fit`` raises a ``ValueError`` saying so otherwise. Counts must be
+    non-negative; fractional counts (e.g. tf-idf) are accepted as in
+    scikit-learn, though the moment estimators assume counts.
+
+    scikit-learn's ``check_estimator`` passes on ``SpectralLDA(n_components=1)``
+    and ``SpectralLDA(n_components=2)`` (with ``ClusterOptions(backend="local")``)
+    except for checks whose data cannot be a corpus for spectral LDA, each
+    expected to fail with its reason in ``tests/test_estimator.py``:
+
+    - ``check_fit_score_takes_y``, ``check_estimators_nan_inf``,
+      ``check_estimator_sparse_array``, ``check_estimator_sparse_matrix`` and
+      ``check_estimator_sparse_tag``: every document (row) of their data has
+      fewer than 3 tokens (uniform(0, 1) entries over 3 columns, the sparse
+      ones mostly zeroed), so no document is left for the third moment and
+      ``fit`` raises a ``ValueError`` saying so. Sparse formats and NaN
+      input are tested on a real corpus instead.
+    - With ``n_components=2`` only, the checks that fit data of 2 columns
+      (``check_estimators_overwrite_params``,
+      ``check_estimators_fit_returns_self``, ``check_readonly_memmap_input``,
+      ``check_fit_idempotent``, ``check_fit_check_is_fitted``,
+      ``check_n_features_in``): ``n_components`` must be smaller than the
+      number of words. They pass with ``n_components=1``.
+
+    Examples
+    --------
+    >>> from sklearn.feature_extraction.text import CountVectorizer
+    >>> from sklearn.pipeline import make_pipeline
+    >>> pipe = make_pipeline(CountVectorizer(), SpectralLDA(n_components=5, random_state=0))
+    >>> theta = pipe.fit_transform(documents)  # doctest: +SKIP
+    """
+
+    def __init__(self, n_components: int = 10, *, alpha0: float = 1.0, model: str = "lda",
+                 refine: int | None = None, eta: float | None = None, privacy: PrivacyOptions | None = None,
+                 solver: SolverOptions | None = None, cluster: ClusterOptions | None = None,
+                 random_state=None, vocabulary=None, coherence: bool = False, progress: bool = False):
+        self.n_components = n_components
+        self.alpha0 = alpha0
+        self.model = model
+        self.refine = refine
+        self.eta = eta
+        self.privacy = privacy
+        self.solver = solver
+        self.cluster = cluster
+        self.random_state = random_state
+        self.vocabulary = vocabulary
+        self.coherence = coherence
+        self.progress = progress
+
+    # -------------------------------------------------------------- parameters
+    def _check_params(self) -> int | None:
+        """Check every parameter, naming the one that is wrong; return the seed for ``fit_lda``."""
+        _check_int("n_components", self.n_components, 1, optional=False)
+        if self.model not in MODELS:
+            raise InvalidParameterError(f"model must be one of {MODELS}, got {self.model!r}")
+        if self.model == "lda":
+            _check_real("alpha0", self.alpha0, optional=False)
+        elif not isinstance(self.alpha0, numbers.Real) or isinstance(self.alpha0, bool):
+            raise InvalidParameterError(f"alpha0 must be a number (ignored by model='stm'), got {self.alpha0!r}")
+        _check_int("refine", self.refine, 0)
+        if self.refine and self.model != "lda":
+            raise InvalidParameterError(f"refine (variational EM) applies to model='lda' only, got refine="
+                                        f"{self.refine!r} with model={self.model!r}")
+        _check_real("eta", self.eta)
+        for name, cls in (("privacy", PrivacyOptions), ("solver", SolverOptions), ("cluster", ClusterOptions)):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, cls):
+                raise InvalidParameterError(f"{name} must be a {cls.__name__} or None, got {value!r}")
+        _check_bool("coherence", self.coherence)
+        _check_bool("progress", self.progress)
+        if self.vocabulary is not None and not isinstance(self.vocabulary, (str, os.PathLike)):
+            if isinstance(self.vocabulary, dict) or not all(isinstance(w, str) for w in self.vocabulary):
+                raise InvalidParameterError("vocabulary must be a list of words (str), a vocabulary file or None, "
+                                            f"got {type(self.vocabulary).__name__}")
+        seed = _seed(self.random_state)
+        if seed is not None and self.privacy is not None and not self.privacy.reproducible:
+            raise InvalidParameterError("random_state would seed the privacy noise, and a seeded fit is not private: "
+                                        "pass privacy=PrivacyOptions(..., reproducible=True) to accept that, or "
+                                        "leave random_state=None")
+        return seed
+
+    def _check_shape(self, n_samples: int, n_features: int) -> None:
+        """Reject a count matrix too small for ``n_components`` topics, before any pass."""
+        k = self.n_components
+        if n_features <= k:
+            raise ValueError(f"X has {n_features} feature(s) (words) but n_components={k}: the number of topics must "
+                             "be smaller than the number of words")
+        need = max(3, k + 1)
+        if n_samples < need:
+            raise ValueError(f"X has n_samples={n_samples} document(s) but spectral LDA with n_components={k} needs "
+                             f"at least max(3, n_components + 1) = {need} documents of ≥ 3 tokens")
+
+    def _fit_kwargs(self, seed: int | None) -> dict:
+        kw = {"alpha0": float(self.alpha0), "model": self.model, "refine": self.refine, "eta": self.eta,
+              "seed": seed, "progress": bool(self.progress), "coherence": bool(self.coherence)}
+        kw.update((self.solver or SolverOptions()).fit_lda_kwargs())
+        kw.update((self.cluster or ClusterOptions()).fit_lda_kwargs())
+        if self.privacy is not None:
+            kw.update(self.privacy.fit_lda_kwargs())
+            kw["coherence"] = kw["coherence"] or self.privacy.public_corpus is not None
+        return kw
+
+    # -------------------------------------------------------------- fit / transform
+    def fit(self, X, y=None):
+        """Fit the topic model to the documents ``X``.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features), str or Path
+            Word counts of each document (non-negative), or a parquet corpus
+            (file or directory; a local path or a URI such as ``s3://…``) read
+            by the shards where they run.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : SpectralLDA
+            The fitted estimator.
+
+        Raises
+        ------
+        ValueError
+            A bad parameter (naming it), negative counts, too few words for
+            ``n_components`` or too few documents of at least 3 tokens.
+        """
+        seed = self._check_params()
+        kw = self._fit_kwargs(seed)
+        if _is_corpus_path(X):
+            self._reset_fitted()
+            model = fit_lda(X, self.n_components, vocab=self.vocabulary, **kw)
+        else:
+            _refuse_raw_text(X)
+            X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=True)
+            check_non_negative(X, f"{type(self).__name__}.fit")
+            self._check_shape(*X.shape)
+            vocab = self.vocabulary
+            if vocab is None and hasattr(self, "feature_names_in_"):
+                vocab = [str(w) for w in self.feature_names_in_]
+            model = fit_lda(X, self.n_components, vocab=vocab, **kw)
+        self._set_fitted(model)
+        return self
+
+    def _reset_fitted(self) -> None:
+        """Forget a previous fit's input description (a corpus path has no column names)."""
+        for name in ("n_features_in_", "feature_names_in_"):
+            self.__dict__.pop(name, None)
+
+    def _set_fitted(self, model: LDAModel) -> None:
+        self.model_ = model
+        self.components_ = model.topic_word
+        self.exp_dirichlet_component_ = model.exp_elog_beta()
+        self.alpha_ = np.asarray(model.alpha, dtype=np.float64)
+        self.n_features_in_ = int(model.topic_word.shape[1])
+        self.privacy_report_ = model.info.get("privacy", {"private": False})
+
+    def transform(self, X):
+        """Topic mixtures θ of the documents ``X`` (the E-step with the topics fixed).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features), str or Path
+            Word counts over the fitted vocabulary, or a parquet corpus with it
+            (computed where ``cluster`` says, row order as in the corpus).
+
+        Returns
+        -------
+        theta : ndarray of shape (n_samples, n_components)
+            Posterior-mean topic proportions, rows summing to 1; a document
+            with no counts gets the prior mean ``alpha_ / alpha_.sum()``.
+            The mixtures of private documents are private data.
+        """
+        check_is_fitted(self, "model_")
+        if _is_corpus_path(X):
+            mix = transform_corpus(self.model_, X, **(self.cluster or ClusterOptions()).fit_lda_kwargs())
+            return np.asarray(mix.theta, dtype=np.float64)
+        _refuse_raw_text(X)
+        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
+        check_non_negative(X, f"{type(self).__name__}.transform")
+        return self.model_.transform(X)
+
+    @property
+    def _n_features_out(self) -> int:
+        """Number of topics, for ``get_feature_names_out`` (``spectrallda0``, ``spectrallda1``, …)."""
+        return self.components_.shape[0]
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.positive_only = True
+        tags.input_tags.sparse = True
+        tags.transformer_tags.preserves_dtype = ["float64"]
+        # Without a seed the privacy noise comes from OS entropy: two fits differ.
+        tags.non_deterministic = self.privacy is not None and not self.privacy.reproducible
+        return tags
+
+
+def _refuse_raw_text(X) -> None:
+    """A list of strings is raw text, not counts: say what to put before the estimator."""
+    if isinstance(X, (list, tuple)) and X and all(isinstance(x, str) for x in X):
+        raise ValueError("X is a list of strings: SpectralLDA takes word counts; put a "
+                         "sklearn.feature_extraction.text.CountVectorizer before it (make_pipeline(CountVectorizer(), "
+                         "SpectralLDA(...))), or pass one corpus path as a str")
