@@ -4,7 +4,7 @@ Each corpus is ``sample_corpus(N, d, k, rng(3), alpha0, doc_length, topic_concen
 with N = 10⁵, d = 2,000, k = 10, α0 = 1, 100 tokens per document and
 Dirichlet(0.1) topic rows, except for one change per corpus (``CORPORA``):
 the corpora on which every private default since the unmixing passes was
-checked (README, Benchmarks). For each, the private default of ``fit-lda``
+checked (docs/benchmarks/private-lda.md). For each, the private default of ``fit-lda``
 at ε = 1 / 2 / 4 / 8 (δ = 1e-6, reproducible noise seed 0) and, with
 ``--always-topup``, the same with the whitening's second release always made
 (``lda_private.WHITENING_TOPUP_SNR`` = ∞), which is the previous default in

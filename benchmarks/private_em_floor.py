@@ -58,7 +58,7 @@ SCALES = (1, 2, 4, 8)
 SHARES = (1.0, 0.6, 0.4)
 THRESHOLDS = (0.0, 2.0, 3.0)
 #: Ends of ``lda_private.threshold_noisy`` for the hard threshold these measurements used (the pipeline's
-#: has been firm since; README, *The threshold*).
+#: has been firm since; docs/design/private-fit.md, *The threshold*).
 HARD = {"low": 1.0, "high": 1.0}
 #: The pass's multiplier in the private default at ε = 1 (≈ 46% of μ² on its Q), over m.
 PASS_SCALE = 1.47

@@ -56,7 +56,7 @@ PASS_SCALE = 1.47
 THRESHOLDS = (0.0, 1.0, 1.5, 2.0, 2.5, 3.0)
 GAMMAS = (0.0, 0.02, 0.1)
 #: Ends of ``lda_private.threshold_noisy`` for the hard threshold these measurements used (the pipeline's
-#: has been firm since; README, *The threshold*).
+#: has been firm since; docs/design/private-fit.md, *The threshold*).
 HARD = {"low": 1.0, "high": 1.0}
 EB_BINS = 10
 

@@ -1,6 +1,6 @@
 """``--working-vocab auto`` against the default on topics fitted from real text, documents of a chosen length.
 
-The restart on twice the words (README, *The working vocabulary's size*)
+The restart on twice the words (docs/design/private-fit.md, *The working vocabulary's size*)
 gains on the synthetic corpora (Dirichlet(0.1) topic rows) and lost on
 ``private_semireal.py``'s corpus, whose documents are twice as long. This
 separates the two candidate causes: topics fitted on a real corpus

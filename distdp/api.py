@@ -78,7 +78,7 @@ def auto_backend(address: str | None, nonzeros: int) -> str:
 
 @contextlib.contextmanager
 def open_corpus(corpus, *, vocab=None, vocab_size: int | None = None, workers: int | None = None,
-                backend: str = "ray", address: str | None = None, cpus_per_worker: float | None = None,
+                backend: str = "auto", address: str | None = None, cpus_per_worker: float | None = None,
                 with_doc_ids: bool = False, shard_class: type = Shard):
     """Read a corpus into shards (in process or in Ray actors); stop the actors on exit.
 
@@ -235,7 +235,7 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
         but before unmixing passes (LDA) the spectral stage restarts on twice
         the words when the noisy frequencies and a first release show the
         margin for it, within the same budget
-        (``info["corpus"]["working_vocab_restart"]``; README, *The working
+        (``info["corpus"]["working_vocab_restart"]``; docs/design/private-fit.md, *The working
         vocabulary's size*: it gained on synthetic corpora and lost on
         topics fitted from real text, short documents or long).
     unmix : int, optional

@@ -3,7 +3,19 @@ from __future__ import annotations
 
 import argparse
 
+from distdp.lda.pipeline import DEFAULT_REFINE, EM_STOP_TOL
 from distdp.lda.private.scalable import DENSE_WHITENING_MAX_WORDS, WHITENING_FORMS
+
+
+def add_where(p: argparse.ArgumentParser) -> None:
+    """``--address``, ``--workers`` and where to run (``--local`` / ``--ray``; default: settled by the corpus size)."""
+    p.add_argument("--address", help="Ray cluster address (default: RAY_ADDRESS, else a local Ray instance)")
+    p.add_argument("--workers", type=int, help="shards (default: one per CPU on Ray, one in this process)")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--local", action="store_true", help="run in this process without Ray")
+    where.add_argument("--ray", action="store_true",
+                       help="run on Ray even for a small corpus (default: in this process for at most 5M nonzero "
+                            "counts when no --address is given, else on Ray)")
 
 
 def _working_vocab(text: str):
@@ -30,13 +42,7 @@ def register(sub) -> None:
     v.add_argument("--vocab-size", type=int, help="vocabulary size when there is no vocabulary file")
     p.add_argument("--out", required=True, help="output directory (written atomically)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
-    p.add_argument("--address", help="Ray cluster address (default: local Ray instance)")
-    p.add_argument("--workers", type=int, help="shard actors (default: one per CPU)")
-    where = p.add_mutually_exclusive_group()
-    where.add_argument("--local", action="store_true", help="run in this process without Ray")
-    where.add_argument("--ray", action="store_true",
-                       help="run on Ray even for a small corpus (default: in this process for at most 5M nonzero "
-                            "counts when no --address is given, else on Ray)")
+    add_where(p)
     p.add_argument("--seed", type=int, help="seed of the eigensolver and power method")
     p.add_argument("--tensor", choices=["auto", "explicit", "implicit"], default="auto",
                    help="form the k×k×k whitened tensor, or apply it implicitly per iteration")
@@ -52,7 +58,8 @@ def register(sub) -> None:
     p.add_argument("--iters", type=int, help="power-method iterations R")
     p.add_argument("--refine", type=int,
                    help="most batch variational EM iterations after the spectral fit, stopped earlier when the "
-                        "bound's relative change is below 1e-4; α is learned (LDA only; default 20, 0 for the pure "
+                        f"bound's relative change is below {EM_STOP_TOL:g}; α is learned (LDA only; default "
+                        f"{DEFAULT_REFINE}, 0 for the pure "
                         "spectral fit; in a private fit they follow the unmixing passes, α stays fixed, and giving "
                         "--refine turns the default unmixing pass off)")
     p.add_argument("--eta", type=float, help="topic-word Dirichlet smoothing of the EM (default 1/k)")
@@ -84,7 +91,7 @@ def register(sub) -> None:
                         "refinement covers every word (default min(d, 100k, 4000) with a refinement, else d). "
                         "'auto': the default's size, restarted on twice the words when the noisy frequencies and a "
                         "first release show the margin (gained on synthetic corpora, lost on topics fitted from real "
-                        "text: README, The working vocabulary's size)")
+                        "text: docs/design/private-fit.md, The working vocabulary's size)")
     d.add_argument("--whitening", choices=WHITENING_FORMS,
                    help="private whitening: one noisy second moment of the working vocabulary, formed as a "
                         "d×d matrix (dense) or only multiplied, its noise regenerated per product (matrix-free: "
@@ -105,9 +112,7 @@ def register(sub) -> None:
         q = sub.add_parser(name, help=help_text, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
         q.add_argument("model_dir", help="a model directory written by fit-lda")
         q.add_argument("corpus", help="parquet corpus with the model's vocabulary (local path or URI)")
-        q.add_argument("--address", help="Ray cluster address (default: local Ray instance)")
-        q.add_argument("--workers", type=int, help="shard actors (default: one per CPU)")
-        q.add_argument("--local", action="store_true", help="run in this process without Ray")
+        add_where(q)
         q.set_defaults(func=func)
         return q
 
@@ -131,7 +136,7 @@ def run(args) -> int:
     t0 = time.perf_counter()
     model = fit_lda(args.corpus, args.k, alpha0=args.alpha0, model=args.model, vocab=args.vocab,
                     vocab_size=args.vocab_size, workers=args.workers, address=args.address,
-                    backend="local" if args.local else ("ray" if args.ray else "auto"), seed=args.seed, out=args.out,
+                    backend=backend_of(args), seed=args.seed, out=args.out,
                     overwrite=args.overwrite, progress=not args.no_progress, tensor=args.tensor,
                     method=args.method, eigensolver=args.eigensolver, n_restarts=args.restarts,
                     n_iters=args.iters, refine=args.refine, eta=args.eta, coherence=not args.no_coherence,
@@ -157,8 +162,13 @@ def run(args) -> int:
     return 0
 
 
+def backend_of(args) -> str:
+    """``--local`` → ``"local"``, ``--ray`` → ``"ray"``, neither → ``"auto"`` (:func:`distdp.api.auto_backend`)."""
+    return "local" if args.local else ("ray" if args.ray else "auto")
+
+
 def _open_kw(args) -> dict:
-    return {"workers": args.workers, "address": args.address, "backend": "local" if args.local else "ray"}
+    return {"workers": args.workers, "address": args.address, "backend": backend_of(args)}
 
 
 def _load(args):

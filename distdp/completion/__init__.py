@@ -10,8 +10,9 @@
 Module layout: ``cp.py`` / ``tucker.py`` (model math), ``sgd.py`` (the SGD and
 gradient rules), ``perturbation.py`` (mechanisms and privacy reports),
 ``entries.py`` (observations), ``synthetic.py`` (paper §5.1 data) — none
-imports Ray or does IO; ``io.py`` reads/writes files; ``parallel.py`` is the
-only module that imports Ray.
+imports Ray or does IO; ``io.py`` reads/writes files; ``api.py`` is the
+entry point. Nothing here imports Ray: the Ray tasks are in
+:mod:`distdp.distributed.completion`.
 """
 from distdp.completion.api import CompletionResult, DivergenceWarning, NotPrivateWarning, complete, parameter_names
 from distdp.completion.entries import Observations, from_dense, split_holdout

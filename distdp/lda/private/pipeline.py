@@ -720,7 +720,7 @@ def unmix_tail_private(view: ColumnBackend, topic_word: np.ndarray, alpha: np.nd
     (:func:`~distdp.lda.private.scalable.embed_topics`). On the
     ``lda_privacy_utility`` corpus (ε = 1, N = 10⁶, noise seed 10) that took
     the tail's solve from L1 0.0667 to 0.0620 and the default's result from
-    0.0267 to 0.0264 (README, *The tail release*). ``single_topic``: ``θ̂_n``
+    0.0267 to 0.0264 (docs/design/private-fit.md, *The tail release*). ``single_topic``: ``θ̂_n``
     is the one-hot of the document's single-topic posterior mode on its
     working words (``alpha`` the topic weights), so ``G`` is diagonal and a
     topic no document reaches keeps its start (zero off the working words);
@@ -901,7 +901,7 @@ def check_working_vocab(working_vocab, d: int, k: int, refine: bool) -> int:
     The 4,000 (:data:`~distdp.lda.private.scalable.DENSE_WHITENING_MAX_WORDS`)
     keeps the default's whitening dense for k > 40 too: with the power form on
     100·k words, k = 50 failed up to ε = 16 where the dense form on 4,000 words
-    fits from ε = 8 (``benchmarks/private_large_k.py``; README, *Large k*).
+    fits from ε = 8 (``benchmarks/private_large_k.py``; docs/design/private-fit.md, *Large k*).
     """
     if working_vocab is None or working_vocab == "auto":
         cap = max(k, min(WORKING_VOCAB_PER_TOPIC * k, scalable.DENSE_WHITENING_MAX_WORDS))
@@ -993,7 +993,7 @@ def fit_lda_private_scalable(backend: Backend, vocab_size: int, params: Spectral
     release's θ̂_n see only the working words' tokens, and more of them make
     the tail's solve better where the whitening has margin to spare; the
     passes then gained on synthetic topics and lost on topics fitted from real
-    text (README, *The working vocabulary's size*), hence opt-in. Privacy: every branch is
+    text (docs/design/private-fit.md, *The working vocabulary's size*), hence opt-in. Privacy: every branch is
     chosen from released values and spends the plan's total μ² (Smith &
     Thakurta 2022, as :func:`~distdp.lda.private.scalable.split_whitening`).
     ``model.json`` records the decision under ``corpus.working_vocab_restart``.

@@ -329,7 +329,7 @@ def split_whitening(plan: dict, first_share: float | None = None) -> dict:
     alone split; ``benchmarks/private_corpora.py``), of the 15 of those 32 fits
     whose first release cleared 2×, 13 improved (by 0.6–6.3%), one kept its L1
     and one lost 0.5%; the benchmark corpus at N = 10⁶, ε = 1 went from 0.0293
-    to 0.0277 (README, *The whitening's top-up*).
+    to 0.0277 (docs/design/private-fit.md, *The whitening's top-up*).
 
     Privacy: the two releases are Gaussian, the second decided from the
     first's (public) output, and in either branch the fit's Σμ² is the same
@@ -396,7 +396,7 @@ def precision_weights(sigma_first: float, sigma_second: float) -> tuple[float, f
 
 
 #: The working vocabulary's restart (``--working-vocab auto``; :func:`split_probe`, :func:`restart_plan`;
-#: README, *The working vocabulary's size*): the probe's part of the whitening's first release (0.1 of the
+#: docs/design/private-fit.md, *The working vocabulary's size*): the probe's part of the whitening's first release (0.1 of the
 #: whitening's μ²), the restart's first release's part of the whitening's μ², its working vocabulary's growth,
 #: and the token share (:func:`working_share`) below which the default's working words are probed at all.
 RESTART_PROBE_SHARE = 0.25
@@ -438,7 +438,7 @@ def split_probe(plan: dict, share: float | None = None, stage: str = "m2_whiteni
 #: The fraction of the dense whitening's μ² its early rung spends before unmixing passes
 #: (:func:`split_early`). A release whose k-th eigenvalue clears :data:`WHITENING_TOPUP_SNR` times its
 #: noise level at this share is the whole whitening; the benchmark corpus's first release (0.4) cleared
-#: it by 3.8×, i.e. 2.35× at 0.15 (README, *The whitening's early rung*).
+#: it by 3.8×, i.e. 2.35× at 0.15 (docs/design/private-fit.md, *The whitening's early rung*).
 WHITENING_EARLY_SHARE = 0.15
 
 
@@ -482,7 +482,7 @@ def restart_snr(plan: dict, growth: float = RESTART_GROWTH, first_share: float =
     expected to clear :data:`WHITENING_TOPUP_SNR` without its top-up:
     ``2·√(2·0.1/0.25) ≈ 1.79`` with the defaults. Measured, the eigenvalue on
     twice the words was 0.81–1.02 times the probe's (three corpus families), so a
-    restart near the threshold can still make its top-up (README, *The
+    restart near the threshold can still make its top-up (docs/design/private-fit.md, *The
     working vocabulary's size*).
     """
     return WHITENING_TOPUP_SNR * math.sqrt(growth * plan["m2_whitening_probe"].mu2
@@ -891,8 +891,8 @@ def pass_support(start: UnmixedTopics, threshold: float = PASS_SUPPORT) -> np.nd
     ``benchmarks/private_corpora.py``) −0.5 beat 0 in 21 of 28 fits (mean
     log ratio to releasing everything −2.3% against −1.5%), by most where a
     noisy start has many true entries below 0 (dense topic rows at ε = 2:
-    0.2284 against 0.2410; 0.2173 releasing everything); README, How it
-    works.
+    0.2284 against 0.2410; 0.2173 releasing everything); docs/design/private-fit.md,
+    Overview.
     """
     if start.solve is None or start.solve_deviation is None:
         return None
@@ -1218,7 +1218,7 @@ def combine_unmixed(earlier: UnmixedTopics, later: UnmixedTopics, threshold: flo
     0–9%. Without ``κ`` (plain inverse-variance weights) it did worse where
     the bias dominates: 0.0357 at N = 10⁶ and 0.062 at ε = 8, N = 10⁵.
     The alignment then took the default (two passes) at ε = 1, N = 10⁶ from
-    0.0318 to 0.0296 (noise seed 1); README, How it works.
+    0.0318 to 0.0296 (noise seed 1); docs/design/private-fit.md, Overview.
     """
     if earlier.solve is None or later.solve is None:
         return later
@@ -1269,7 +1269,7 @@ def working_share(frequencies: np.ndarray, columns: np.ndarray) -> float:
     (post-processing of the scan release; ``f̂`` is the noisy ``Σ_n x_n/l_n``,
     so this is the mean share of a document's tokens). A working vocabulary
     that holds a small share leaves the tail release's ``θ̂_n`` few tokens
-    (README, *The working vocabulary's size*).
+    (docs/design/private-fit.md, *The working vocabulary's size*).
     """
     f = np.maximum(np.asarray(frequencies, dtype=np.float64), 0.0)
     return float(np.clip(f[np.asarray(columns)].sum() / max(f.sum(), 1e-300), 1e-3, 1.0))
@@ -1329,7 +1329,7 @@ def threshold_noisy(noisy: np.ndarray, sigma: float | np.ndarray, t: float, low:
     (``lda_privacy_utility`` corpus, noise seed 1); on 8 synthetic corpora
     (N = 10⁵, d = 2,000, ε = 1 / 2 / 4 / 8, noise seed 0) 0.5–2.4% better in 25
     of 27 fits, 0.7% worse on Dirichlet(0.5) topics at ε = 4 and 8 (1.3% at
-    ε = 1, N = 10⁶; README, How it works). Soft thresholds, the non-negative garrote and
+    ε = 1, N = 10⁶; docs/design/private-fit.md, Overview). Soft thresholds, the non-negative garrote and
     firm ends chosen per topic by SURE (which targets squared error) did
     worse in L1 on the same solves.
     """

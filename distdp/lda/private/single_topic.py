@@ -491,6 +491,8 @@ def dp_tpm(moments, k: int, *, epsilon: float, delta: float, rng: np.random.Gene
     (:func:`distdp.tensor.dp.private_power_method`, ``K = k·L·(R+1)``
     releases) at a total of ``(ε/2, δ/2)``.
 
+    The other parameters, the result and the errors are those of :func:`agn`.
+
     Parameters
     ----------
     sensitivity : {"whitened", "paper"}
@@ -504,7 +506,6 @@ def dp_tpm(moments, k: int, *, epsilon: float, delta: float, rng: np.random.Gene
     accounting : {"tight", "paper"}
         PLD calibration of the power-iteration noise, or the printed recipe
         of Alg. 3 (classical Gaussian + advanced composition).
-    Other parameters and errors as :func:`agn`.
     """
     moments, k, epsilon, delta, gen = _prepare(moments, k, epsilon, delta, rng, reproducible)
     if sensitivity not in ("whitened", "paper"):
