@@ -28,11 +28,10 @@ from sklearn.utils.validation import check_is_fitted, check_non_negative, valida
 
 from distdp.api import fit_lda
 from distdp.api import transform as transform_corpus
-from distdp.lda import LDAModel
+from distdp.lda import MODELS, LDAModel
 
 __all__ = ["ClusterOptions", "InvalidParameterError", "PrivacyOptions", "SolverOptions", "SpectralLDA"]
 
-MODELS = ("lda", "stm")
 BACKENDS = ("auto", "ray", "local")
 
 
