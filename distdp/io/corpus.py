@@ -232,24 +232,54 @@ def table_to_csr(table: pa.Table, vocab_size: int, where: str = "corpus", first_
     m.has_sorted_indices = False
     m.sort_indices()
     if m.nnz:
-        rows = np.repeat(np.arange(n), np.diff(m.indptr))
-        dup = np.flatnonzero((np.diff(m.indices) == 0) & (np.diff(rows) == 0))
+        same_row = np.ones(m.nnz - 1, dtype=bool)          # entry j and j+1 in one row (no per-entry row array)
+        same_row[m.indptr[1:-1][(m.indptr[1:-1] > 0) & (m.indptr[1:-1] < m.nnz)] - 1] = False
+        dup = np.flatnonzero((np.diff(m.indices) == 0) & same_row)
         if dup.size:
-            fail(rows[dup[0]], f"column {WORD_IDS!r}: id {m.indices[dup[0]]} appears twice in the row")
+            fail(row_of(dup[0]), f"column {WORD_IDS!r}: id {m.indices[dup[0]]} appears twice in the row")
     m.eliminate_zeros()
     return m
 
 
 def read_units(units: Sequence[Unit], vocab_size: int) -> sp.csr_matrix:
-    """Read and validate row groups into one CSR matrix (rows in unit order)."""
-    parts = []
-    for u in units:
-        with parquet_file(u.path) as pf:
-            t = pf.read_row_group(u.row_group, columns=[WORD_IDS, COUNTS])
-        parts.append(table_to_csr(t, vocab_size, where=u.path, first_row=u.first_row))
-    if not parts:
+    """Read and validate row groups into one CSR matrix (rows in unit order).
+
+    The matrix's arrays are allocated once from the row groups' value counts
+    in the parquet metadata and filled one row group at a time, so the peak is
+    the matrix plus one row group's conversion, not twice the matrix (a list
+    of parts and their stacked copy); Arrow's freed buffers are returned to
+    the OS at the end. Values are float64, indices int32 (int64 past 2³¹
+    nonzeros): 12 bytes per nonzero.
+    """
+    if not units:
         return sp.csr_matrix((0, vocab_size))
-    return sp.vstack(parts, format="csr") if len(parts) > 1 else parts[0]
+    total = sum(u.nonzeros for u in units)
+    if len(units) == 1 or any(u.nonzeros <= 0 for u in units):
+        parts = [_read_unit(u, vocab_size) for u in units]
+        out = sp.vstack(parts, format="csr") if len(parts) > 1 else parts[0]
+    else:
+        index = np.int32 if max(total, vocab_size) < 2 ** 31 - 1 else np.int64
+        data, indices = np.empty(total), np.empty(total, dtype=index)
+        indptr = np.zeros(sum(u.num_rows for u in units) + 1, dtype=index)
+        at = row = 0
+        for u in units:
+            m = _read_unit(u, vocab_size)
+            if at + m.nnz > total:  # more values than the metadata said: grow (never for distdp's files)
+                data, indices = np.resize(data, at + m.nnz), np.resize(indices, at + m.nnz)
+            data[at:at + m.nnz], indices[at:at + m.nnz] = m.data, m.indices
+            indptr[row + 1:row + 1 + m.shape[0]] = m.indptr[1:] + at
+            at, row = at + m.nnz, row + m.shape[0]
+        out = sp.csr_matrix((data[:at], indices[:at], indptr), shape=(row, vocab_size), copy=False)
+        out.has_sorted_indices = True
+    pa.default_memory_pool().release_unused()
+    return out
+
+
+def _read_unit(u: Unit, vocab_size: int) -> sp.csr_matrix:
+    """One row group as a validated CSR matrix."""
+    with parquet_file(u.path) as pf:
+        t = pf.read_row_group(u.row_group, columns=[WORD_IDS, COUNTS])
+    return table_to_csr(t, vocab_size, where=u.path, first_row=u.first_row)
 
 
 def read_doc_ids(units: Sequence[Unit]) -> np.ndarray:

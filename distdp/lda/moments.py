@@ -53,6 +53,31 @@ MIN_DOC_LENGTH = 3
 #: per-document array (k² wide) is needed, bounding memory at O(block·k²).
 DOC_BLOCK = 8192
 
+#: Dense per-document entries (rows × columns) of one block of the sparse products
+#: (:func:`row_blocks`): their temporaries are O(this) = 32 MB, not O(n·p) for a whole shard.
+PRODUCT_BLOCK_ENTRIES = 1 << 22
+
+
+def row_blocks(counts: sp.csr_matrix, width: int, entries: int | None = None):
+    """``(start, stop, block)`` over consecutive rows of ``counts``, ``rows × width ≤ entries`` per block.
+
+    A block shares the matrix's ``data`` and ``indices`` (no copy). A matrix
+    that fits in one block is yielded whole, so small shards compute exactly
+    what an unblocked product computes. ``entries`` defaults to :data:`PRODUCT_BLOCK_ENTRIES`.
+    """
+    n = counts.shape[0]
+    rows = max(1, (PRODUCT_BLOCK_ENTRIES if entries is None else entries) // max(1, int(width)))
+    if n <= rows:
+        yield 0, n, counts
+        return
+    ip = counts.indptr
+    for a in range(0, n, rows):
+        b = min(n, a + rows)
+        blk = sp.csr_matrix((b - a, counts.shape[1]), dtype=counts.dtype)
+        # set, not passed to the constructor: scipy copies a view of a larger array there (prune)
+        blk.data, blk.indices, blk.indptr = counts.data[ip[a]:ip[b]], counts.indices[ip[a]:ip[b]], ip[a:b + 1] - ip[a]
+        yield a, b, blk
+
 
 # --------------------------------------------------------------------------
 # Coefficients
@@ -143,9 +168,11 @@ def weighted_cube_sum(Y: np.ndarray, weights: np.ndarray, block: int = DOC_BLOCK
     """``Σ_n weights_n y_n⊗y_n⊗y_n`` for the rows ``y_n`` of ``Y`` (n×k) → (k,k,k).
 
     One GEMM of the weighted row-wise Khatri–Rao product ``Y ⊙ Y`` (n×k²)
-    against ``Y`` per block of rows: O(n k³) time, O(block k²) memory.
+    against ``Y`` per block of rows: O(n k³) time, O(block k²) memory, the
+    block at most ``block`` rows and :data:`PRODUCT_BLOCK_ENTRIES` entries.
     """
     n, k = Y.shape
+    block = max(1, min(block, PRODUCT_BLOCK_ENTRIES // (k * k)))
     out = np.zeros((k * k, k))
     for start in range(0, n, block):
         Yb = Y[start:start + block]
@@ -200,6 +227,9 @@ def m2_product_partial(counts: sp.csr_matrix, omega: np.ndarray, q_scale: float 
     second sum is folded into the first, ``e2 = Cᵀ((w2 + q_scale·w1²) ∘ CΩ) −
     (Cᵀw2) ∘ Ω`` with ``q = 0``: one transposed product instead of two.
 
+    The products run over row blocks (:func:`row_blocks`), so the dense
+    ``CΩ`` is never formed for a whole shard: O(block·p + d·p) memory.
+
     Parameters
     ----------
     counts : scipy.sparse.csr_matrix, shape (n, d)
@@ -214,15 +244,20 @@ def m2_product_partial(counts: sp.csr_matrix, omega: np.ndarray, q_scale: float 
     w1, w2, _ = doc_weights(doc_lengths(counts))
     if doc_scale is not None:
         w2 = w2 * doc_scale
-    c_omega = np.asarray(counts @ omega)
     ct = counts.T  # a CSC view: scattering into d×p rows is ~5× faster than a transposed CSR copy
     diag = (ct @ w2)[:, None] * omega
-    if q_scale is not None:
-        e2 = ct @ (c_omega * (w2 + q_scale * w1 * w1)[:, None]) - diag
-        return M2ProductPartial(np.asarray(e2), np.zeros_like(e2))
-    e2 = ct @ (c_omega * w2[:, None]) - diag
-    q = ct @ (c_omega * (w1 * w1)[:, None])
-    return M2ProductPartial(np.asarray(e2), np.asarray(q))
+    e2 = q = None
+    for a, b, blk in row_blocks(counts, omega.shape[1]):  # C Ω in row blocks: O(block·p) memory
+        c_omega = np.asarray(blk @ omega)
+        bt = blk.T
+        if q_scale is not None:
+            part = bt @ (c_omega * (w2[a:b] + q_scale * w1[a:b] * w1[a:b])[:, None])
+            e2 = part if e2 is None else e2 + part
+            continue
+        part, part_q = bt @ (c_omega * w2[a:b, None]), bt @ (c_omega * (w1[a:b] * w1[a:b])[:, None])
+        e2, q = (part, part_q) if e2 is None else (e2 + part, q + part_q)
+    e2 = np.asarray(e2 - diag)
+    return M2ProductPartial(e2, np.zeros_like(e2) if q_scale is not None else np.asarray(q))
 
 
 def q_fold_scale(n_docs: int, coef: MomentCoefficients) -> float:
@@ -348,18 +383,29 @@ def tensor_partial(counts: sp.csr_matrix, W: np.ndarray, weights: TensorWeights,
     with_cube : bool
         Form ``Σ ω_n y_n⊗3`` (explicit path); the implicit path leaves it out.
     Y : ndarray (n, k), optional
-        ``C W`` if already computed.
+        ``C W`` if already computed (the implicit path keeps it for its
+        per-iteration passes); else it is computed in row blocks
+        (:func:`row_blocks`), O(block·k) memory.
     """
     w1, w2, w3 = doc_weights(doc_lengths(counts))
-    if Y is None:
-        Y = np.asarray(counts @ W)
     ct = counts.T
-    cube = weighted_cube_sum(Y, weights.omega(w1, w2, w3)) if with_cube else None
-    z = np.asarray(ct @ (Y * weights.v(w1, w2, w3)[:, None]))
     g = np.asarray(ct @ weights.diag(w3))
     h2 = np.asarray(ct @ w2)
-    sum_m2 = (Y * w2[:, None]).T @ Y - (W * h2[:, None]).T @ W
-    sum_m1m1 = (Y * (w1 * w1)[:, None]).T @ Y
+    omega, v = weights.omega(w1, w2, w3), weights.v(w1, w2, w3)
+    blocks = [(0, counts.shape[0], counts, Y)] if Y is not None else \
+        ((a, b, blk, None) for a, b, blk in row_blocks(counts, W.shape[1]))
+    cube = z = ym2 = sum_m1m1 = None
+    for a, b, blk, Yb in blocks:  # Y = C W in row blocks unless given: O(block·k) memory
+        Yb = np.asarray(blk @ W) if Yb is None else Yb
+        parts = (weighted_cube_sum(Yb, omega[a:b]) if with_cube else None,
+                 np.asarray(blk.T @ (Yb * v[a:b, None])), (Yb * w2[a:b, None]).T @ Yb,
+                 (Yb * (w1[a:b] * w1[a:b])[:, None]).T @ Yb)
+        if z is None:
+            cube, z, ym2, sum_m1m1 = parts
+        else:
+            cube = cube + parts[0] if with_cube else None
+            z, ym2, sum_m1m1 = z + parts[1], ym2 + parts[2], sum_m1m1 + parts[3]
+    sum_m2 = ym2 - (W * h2[:, None]).T @ W
     return TensorPartial(cube, z, g, sum_m2, sum_m1m1)
 
 

@@ -1,0 +1,244 @@
+"""Scale: a large synthetic LDA corpus with Zipf-like word frequencies, fitted on Ray; time, memory from the OS, L1.
+
+    .venv/bin/python benchmarks/scale.py --shape b --workers 2     # 1M docs, d = 50,000, k = 100
+    .venv/bin/python benchmarks/scale.py --shape s --workers 2     # 200k docs, d = 20,000, k = 50 (quick)
+
+Shapes (α0 = 5, lengths Poisson(mean tokens), topics ~ Dirichlet(0.1·d·f) over
+Zipf word frequencies ``f_j ∝ 1/(j + 10)``, so frequent words are frequent in
+every topic, as in real text):
+
+- ``s``: 200,000 documents, d = 20,000, k = 50, 150 tokens;
+- ``b``: 1,000,000 documents, d = 50,000, k = 100, 150 tokens (issue's 1M × 50k shape);
+- ``w``: 3,500,000 documents, d = 100,000, k = 100, 150 tokens (Wikipedia-shaped).
+
+Each corpus is written once under ``benchmarks/out/scale-<shape>/`` (parquet,
+8 files). Then, each in a fresh process: (1) the one-process read of the
+parquet corpus into CSR (time, and the CSR's bytes); (2) the spectral fit
+(``refine=0``, no coherence pass) on Ray with ``--workers`` shard actors.
+Memory is read from the OS (``/proc``): every process of the fit — the
+driver and all its descendants (Ray's GCS, raylet, dashboard agents, the
+shard actors) — sampled every 0.2 s; reported are the peak of their summed
+resident memory and each process's own peak (``VmHWM``). Resident memory
+counts pages shared between processes (Ray's object store) once per process,
+so the sum is an upper bound. The model of memory the fit is checked against:
+each actor holds its CSR (12 bytes per nonzero: float64 value, int32 index)
+plus O(block·k + d·k) working arrays; the driver O(d·k + k³).
+
+Writes ``benchmarks/results/scale_<shape>.json``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+HERE = Path(__file__).resolve().parent
+OUT, RESULTS = HERE / "out", HERE / "results"
+SHAPES = {"s": dict(docs=200_000, d=20_000, k=50, tokens=150),
+          "b": dict(docs=1_000_000, d=50_000, k=100, tokens=150),
+          "w": dict(docs=3_500_000, d=100_000, k=100, tokens=150)}
+ALPHA0, CHUNK = 5.0, 20_000
+
+
+def zipf_topics(d: int, k: int, rng: np.random.Generator) -> np.ndarray:
+    """k topic rows ~ Dirichlet(0.1·d·f) with Zipf frequencies ``f_j ∝ 1/(j + 10)`` (rows sum to 1)."""
+    f = 1.0 / (np.arange(d) + 10.0)
+    f /= f.sum()
+    return rng.dirichlet(0.1 * d * f, size=k)
+
+
+def sample_chunk(topics: np.ndarray, alpha: np.ndarray, n: int, tokens: float,
+                 rng: np.random.Generator) -> tuple[sp.csr_matrix, np.ndarray]:
+    """``n`` LDA documents (CSR counts) and their θ: a topic per token from θ_n, a word per token from its topic."""
+    k, d = topics.shape
+    theta = rng.dirichlet(alpha, size=n)
+    per_topic = rng.multinomial(rng.poisson(tokens, size=n), theta)      # (n, k) tokens of each topic
+    doc = np.repeat(np.repeat(np.arange(n), k), per_topic.ravel())
+    z = np.repeat(np.tile(np.arange(k), n), per_topic.ravel())
+    words = np.empty(len(doc), dtype=np.int64)
+    cum_tw = np.cumsum(topics, axis=1)
+    order = np.argsort(z, kind="stable")
+    bounds = np.searchsorted(z[order], np.arange(k + 1))  # tokens of topic t: order[bounds[t]:bounds[t + 1]]
+    for t in range(k):
+        idx = order[bounds[t]:bounds[t + 1]]
+        words[idx] = np.minimum(np.searchsorted(cum_tw[t], rng.random(len(idx)) * cum_tw[t, -1]), d - 1)
+    X = sp.csr_matrix((np.ones(len(doc)), (doc, words)), shape=(n, d))
+    X.sum_duplicates()
+    return X, theta
+
+
+def ensure_corpus(shape: str) -> Path:
+    """Write the corpus of ``shape`` once (8 parquet files, truth/topic_word.npy)."""
+    from distdp.io.corpus import write_corpus
+
+    spec, path = SHAPES[shape], OUT / f"scale-{shape}"
+    if (path / "truth" / "topic_word.npy").is_file():
+        return path
+    rng = np.random.default_rng(7)
+    topics = zipf_topics(spec["d"], spec["k"], rng)
+    alpha = np.full(spec["k"], ALPHA0 / spec["k"])
+    t0 = time.perf_counter()
+    parts = [sample_chunk(topics, alpha, min(CHUNK, spec["docs"] - a), spec["tokens"], rng)[0]
+             for a in range(0, spec["docs"], CHUNK)]
+    X = sp.vstack(parts, format="csr")
+    del parts
+    truth = {"topic_word.npy": topics, "alpha.npy": alpha}
+    write_corpus(path, X, n_shards=8, row_group_size=50_000, overwrite=True,
+                 extra_files={f"truth/{n}": (lambda p, a=a: (p.parent.mkdir(exist_ok=True), np.save(p, a)))
+                              for n, a in truth.items()})
+    print(f"wrote {path}: {X.shape[0]:,} docs, {X.nnz:,} nonzeros in {time.perf_counter() - t0:.0f} s",
+          file=sys.stderr)
+    return path
+
+
+def process_tree(root: int) -> list[int]:
+    """``root`` and all its descendants (from ``/proc/*/stat``)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [root]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo += children.get(p, [])
+    return out
+
+
+def status_kb(pid: int, field: str) -> int:
+    """A ``/proc/<pid>/status`` field in kB (0 when the process is gone)."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def process_name(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().replace(b"\0", b" ").decode(errors="replace")[:80]
+    except OSError:
+        return "?"
+
+
+class MemoryMonitor(threading.Thread):
+    """Samples the summed resident memory of this process's tree; keeps every process's own peak (VmHWM)."""
+
+    def __init__(self, interval: float = 0.2):
+        super().__init__(daemon=True)
+        self.interval, self.peak_sum, self.hwm, self.names, self.stop = interval, 0, {}, {}, threading.Event()
+
+    def run(self):
+        while not self.stop.is_set():
+            self.sample()
+            time.sleep(self.interval)
+
+    def sample(self):
+        total = 0
+        for pid in process_tree(os.getpid()):
+            total += status_kb(pid, "VmRSS")
+            hwm = status_kb(pid, "VmHWM")
+            if hwm:
+                self.hwm[pid] = max(self.hwm.get(pid, 0), hwm)
+                self.names.setdefault(pid, process_name(pid))
+        self.peak_sum = max(self.peak_sum, total)
+
+    def report(self) -> dict:
+        self.sample()
+        gib = 1 / 2 ** 20
+        procs = sorted(((self.names[p], round(h * gib, 3)) for p, h in self.hwm.items()), key=lambda x: -x[1])
+        return {"peak_sum_gib": round(self.peak_sum * gib, 3), "sum_of_process_peaks_gib":
+                round(sum(self.hwm.values()) * gib, 3), "process_peaks_gib": procs[:12]}
+
+
+def run_read(path: Path, d: int) -> dict:
+    """One process reads the whole corpus into CSR."""
+    from distdp.io import corpus as cio
+
+    t0 = time.perf_counter()
+    X = cio.read_corpus(path, d)
+    return {"read_s": time.perf_counter() - t0, "nnz": int(X.nnz), "docs": int(X.shape[0]),
+            "csr_gib": (X.data.nbytes + X.indices.nbytes + X.indptr.nbytes) / 2 ** 30,
+            "value_dtype": str(X.data.dtype), "index_dtype": str(X.indices.dtype)}
+
+
+def truth_d(path: Path) -> int:
+    """The vocabulary size, from the true topics' shape."""
+    return np.load(path / "truth" / "topic_word.npy", mmap_mode="r").shape[1]
+
+
+def run_fit(path: Path, k: int, workers: int, backend: str) -> dict:
+    """The spectral fit on ``workers`` shard actors, with the process tree's memory sampled."""
+    import distdp
+    from distdp.lda import matched_l1
+
+    mon = MemoryMonitor()
+    mon.start()
+    t0 = time.perf_counter()
+    model = distdp.fit_lda(str(path), k, alpha0=ALPHA0, vocab_size=int(truth_d(path)), backend=backend, workers=workers, seed=0, refine=0,
+                           coherence=False, progress=False)
+    wall = time.perf_counter() - t0
+    mem = mon.report()
+    mon.stop.set()
+    truth = np.load(path / "truth" / "topic_word.npy")
+    info = model.info
+    return {"wall_s": wall, "timings_s": info.get("timings_s"), "whitening": info.get("whitening"),
+            "resources": info.get("resources"), "backend": info["parameters"]["backend"],
+            "l1": matched_l1(model.topic_word, truth)[0], "memory": mem}
+
+
+def spawn(mode: str, shape: str, workers: int, backend: str) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--run", mode, "--shape", shape, "--workers", str(workers),
+                          "--backend", backend], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr[-3000:])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shape", choices=sorted(SHAPES), default="s")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--backend", choices=["ray", "local"], default="ray")
+    ap.add_argument("--run", choices=["read", "fit"], help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    path = ensure_corpus(a.shape)
+    if a.run == "read":
+        print(json.dumps(run_read(path, SHAPES[a.shape]["d"])))
+        return
+    if a.run == "fit":
+        print(json.dumps(run_fit(path, SHAPES[a.shape]["k"], a.workers, a.backend), default=str))
+        return
+    read = spawn("read", a.shape, a.workers, a.backend)
+    fit = spawn("fit", a.shape, a.workers, a.backend)
+    t = fit["timings_s"] or {}
+    compute = t.get("total", fit["wall_s"]) - t.get("read", 0.0)
+    result = {"shape": {**SHAPES[a.shape], "alpha0": ALPHA0}, "workers": a.workers, "machine":
+              f"{os.cpu_count()} CPUs", "read": read, "fit": fit,
+              "ratios": {"fit_over_read": compute / read["read_s"],
+                         "peak_over_csr": fit["memory"]["peak_sum_gib"] / read["csr_gib"]}}
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"scale_{a.shape}_w{a.workers}.json").write_text(json.dumps(result, indent=1, default=str))
+    print(json.dumps({"read_s": read["read_s"], "csr_gib": read["csr_gib"], "fit_compute_s": compute,
+                      "timings": t, "l1": fit["l1"], "memory": fit["memory"], "ratios": result["ratios"]}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
