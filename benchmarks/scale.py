@@ -3,28 +3,31 @@
     .venv/bin/python benchmarks/scale.py --shape b --workers 2     # 1M docs, d = 50,000, k = 100
     .venv/bin/python benchmarks/scale.py --shape s --workers 2     # 200k docs, d = 20,000, k = 50 (quick)
 
-Shapes (α0 = 5, lengths Poisson(mean tokens), topics ~ Dirichlet(0.1·d·f) over
-Zipf word frequencies ``f_j ∝ 1/(j + 10)``, so frequent words are frequent in
-every topic, as in real text):
+Shapes (α0 = 5, lengths Poisson(mean tokens); topics as ``distdp make-corpus``
+draws them — rows ~ Dirichlet(0.1), α = α0 · Dirichlet(10·1) — or, with
+``--topics zipf``, rows ~ Dirichlet(0.1·d·f) over Zipf word frequencies
+``f_j ∝ 1/(j + 10)``, so frequent words are frequent in every topic, as in
+real text, which makes recovery much harder):
 
 - ``s``: 200,000 documents, d = 20,000, k = 50, 150 tokens;
 - ``b``: 1,000,000 documents, d = 50,000, k = 100, 150 tokens (issue's 1M × 50k shape);
 - ``w``: 3,500,000 documents, d = 100,000, k = 100, 150 tokens (Wikipedia-shaped).
 
 Each corpus is written once under ``benchmarks/out/scale-<shape>/`` (parquet,
-8 files). Then, each in a fresh process: (1) the one-process read of the
+8 files; ``-zipf`` appended with ``--topics zipf``). Then, each in a fresh process: (1) the one-process read of the
 parquet corpus into CSR (time, and the CSR's bytes); (2) the spectral fit
 (``refine=0``, no coherence pass) on Ray with ``--workers`` shard actors.
 Memory is read from the OS (``/proc``): every process of the fit — the
 driver and all its descendants (Ray's GCS, raylet, dashboard agents, the
-shard actors) — sampled every 0.2 s; reported are the peak of their summed
-resident memory and each process's own peak (``VmHWM``). Resident memory
-counts pages shared between processes (Ray's object store) once per process,
-so the sum is an upper bound. The model of memory the fit is checked against:
+shard actors) — sampled every 0.2 s. Reported: the peak of their summed
+proportional set size (``Pss`` of ``smaps_rollup``: a page shared by m
+processes, such as Ray's object store, counts 1/m in each, so the sum is the
+physical memory of the fit), each process's peak ``Pss``, and each process's
+own peak resident size (``VmHWM``, which counts shared pages in full). The model of memory the fit is checked against:
 each actor holds its CSR (12 bytes per nonzero: float64 value, int32 index)
 plus O(block·k + d·k) working arrays; the driver O(d·k + k³).
 
-Writes ``benchmarks/results/scale_<shape>.json``.
+Writes ``benchmarks/results/scale-<shape>[-zipf]_w<workers>.json``.
 """
 from __future__ import annotations
 
@@ -75,16 +78,24 @@ def sample_chunk(topics: np.ndarray, alpha: np.ndarray, n: int, tokens: float,
     return X, theta
 
 
-def ensure_corpus(shape: str) -> Path:
-    """Write the corpus of ``shape`` once (8 parquet files, truth/topic_word.npy)."""
-    from distdp.io.corpus import write_corpus
+def corpus_path(shape: str, topics: str) -> Path:
+    return OUT / (f"scale-{shape}" + ("-zipf" if topics == "zipf" else ""))
 
-    spec, path = SHAPES[shape], OUT / f"scale-{shape}"
+
+def ensure_corpus(shape: str, kind: str) -> Path:
+    """Write the corpus of ``shape`` with ``kind`` topics once (8 parquet files, truth/topic_word.npy)."""
+    from distdp.io.corpus import write_corpus
+    from distdp.lda.synthetic import sample_topics
+
+    spec, path = SHAPES[shape], corpus_path(shape, kind)
     if (path / "truth" / "topic_word.npy").is_file():
         return path
     rng = np.random.default_rng(7)
-    topics = zipf_topics(spec["d"], spec["k"], rng)
-    alpha = np.full(spec["k"], ALPHA0 / spec["k"])
+    if kind == "zipf":
+        topics, alpha = zipf_topics(spec["d"], spec["k"], rng), np.full(spec["k"], ALPHA0 / spec["k"])
+    else:
+        topics = sample_topics(spec["k"], spec["d"], rng, 0.1)
+        alpha = ALPHA0 * rng.dirichlet(np.full(spec["k"], 10.0))
     t0 = time.perf_counter()
     parts = [sample_chunk(topics, alpha, min(CHUNK, spec["docs"] - a), spec["tokens"], rng)[0]
              for a in range(0, spec["docs"], CHUNK)]
@@ -138,12 +149,25 @@ def process_name(pid: int) -> str:
         return "?"
 
 
+def pss_kb(pid: int) -> int:
+    """Proportional set size of a process in kB (``/proc/<pid>/smaps_rollup``; 0 when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as fh:
+            for line in fh:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
 class MemoryMonitor(threading.Thread):
-    """Samples the summed resident memory of this process's tree; keeps every process's own peak (VmHWM)."""
+    """Samples the summed Pss of this process's tree; keeps every process's peak Pss and own peak RSS."""
 
     def __init__(self, interval: float = 0.2):
         super().__init__(daemon=True)
-        self.interval, self.peak_sum, self.hwm, self.names, self.stop = interval, 0, {}, {}, threading.Event()
+        self.interval, self.peak_sum, self.stop = interval, 0, threading.Event()
+        self.pss, self.hwm, self.names = {}, {}, {}
 
     def run(self):
         while not self.stop.is_set():
@@ -153,19 +177,20 @@ class MemoryMonitor(threading.Thread):
     def sample(self):
         total = 0
         for pid in process_tree(os.getpid()):
-            total += status_kb(pid, "VmRSS")
-            hwm = status_kb(pid, "VmHWM")
-            if hwm:
-                self.hwm[pid] = max(self.hwm.get(pid, 0), hwm)
-                self.names.setdefault(pid, process_name(pid))
+            pss = pss_kb(pid)
+            total += pss
+            self.pss[pid] = max(self.pss.get(pid, 0), pss)
+            self.hwm[pid] = max(self.hwm.get(pid, 0), status_kb(pid, "VmHWM"))
+            self.names.setdefault(pid, process_name(pid))
         self.peak_sum = max(self.peak_sum, total)
 
     def report(self) -> dict:
         self.sample()
         gib = 1 / 2 ** 20
-        procs = sorted(((self.names[p], round(h * gib, 3)) for p, h in self.hwm.items()), key=lambda x: -x[1])
-        return {"peak_sum_gib": round(self.peak_sum * gib, 3), "sum_of_process_peaks_gib":
-                round(sum(self.hwm.values()) * gib, 3), "process_peaks_gib": procs[:12]}
+        procs = sorted(((self.names[p], round(self.pss[p] * gib, 3), round(self.hwm[p] * gib, 3))
+                        for p in self.pss), key=lambda x: -x[1])
+        return {"peak_pss_sum_gib": round(self.peak_sum * gib, 3),
+                "processes (name, peak Pss GiB, peak RSS GiB)": procs[:12]}
 
 
 def run_read(path: Path, d: int) -> dict:
@@ -204,9 +229,9 @@ def run_fit(path: Path, k: int, workers: int, backend: str) -> dict:
             "l1": matched_l1(model.topic_word, truth)[0], "memory": mem}
 
 
-def spawn(mode: str, shape: str, workers: int, backend: str) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--run", mode, "--shape", shape, "--workers", str(workers),
-                          "--backend", backend], capture_output=True, text=True)
+def spawn(mode: str, a) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--run", mode, "--shape", a.shape, "--workers", str(a.workers),
+                          "--backend", a.backend, "--topics", a.topics], capture_output=True, text=True)
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-3000:])
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -217,25 +242,26 @@ def main() -> None:
     ap.add_argument("--shape", choices=sorted(SHAPES), default="s")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--backend", choices=["ray", "local"], default="ray")
+    ap.add_argument("--topics", choices=["dirichlet", "zipf"], default="dirichlet")
     ap.add_argument("--run", choices=["read", "fit"], help=argparse.SUPPRESS)
     a = ap.parse_args()
-    path = ensure_corpus(a.shape)
+    path = ensure_corpus(a.shape, a.topics)
     if a.run == "read":
         print(json.dumps(run_read(path, SHAPES[a.shape]["d"])))
         return
     if a.run == "fit":
         print(json.dumps(run_fit(path, SHAPES[a.shape]["k"], a.workers, a.backend), default=str))
         return
-    read = spawn("read", a.shape, a.workers, a.backend)
-    fit = spawn("fit", a.shape, a.workers, a.backend)
+    read = spawn("read", a)
+    fit = spawn("fit", a)
     t = fit["timings_s"] or {}
     compute = t.get("total", fit["wall_s"]) - t.get("read", 0.0)
-    result = {"shape": {**SHAPES[a.shape], "alpha0": ALPHA0}, "workers": a.workers, "machine":
+    result = {"shape": {**SHAPES[a.shape], "alpha0": ALPHA0, "topics": a.topics}, "workers": a.workers, "machine":
               f"{os.cpu_count()} CPUs", "read": read, "fit": fit,
               "ratios": {"fit_over_read": compute / read["read_s"],
-                         "peak_over_csr": fit["memory"]["peak_sum_gib"] / read["csr_gib"]}}
+                         "peak_over_csr": fit["memory"]["peak_pss_sum_gib"] / read["csr_gib"]}}
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"scale_{a.shape}_w{a.workers}.json").write_text(json.dumps(result, indent=1, default=str))
+    (RESULTS / f"{corpus_path(a.shape, a.topics).name}_w{a.workers}.json").write_text(json.dumps(result, indent=1, default=str))
     print(json.dumps({"read_s": read["read_s"], "csr_gib": read["csr_gib"], "fit_compute_s": compute,
                       "timings": t, "l1": fit["l1"], "memory": fit["memory"], "ratios": result["ratios"]}, indent=1))
 

@@ -207,7 +207,9 @@ class M2ProductPartial:
     """A shard's partial sums for ``M2 Ω`` (d×p): merge by adding.
 
     ``e2 = Σ_n m2_n Ω`` and ``q = Σ_n m1_n m1_nᵀ Ω``; the coordinator combines
-    them with ``s = Σ_n m1_n`` and the public ``N`` (:func:`m2_product`).
+    them with ``s = Σ_n m1_n`` and the public ``N`` (:func:`m2_product`). ``q``
+    is the scalar 0 when :func:`m2_product_partial` folded it into ``e2`` (so
+    a shard returns one d×p array per product, not two).
     """
 
     e2: np.ndarray
@@ -225,7 +227,7 @@ def m2_product_partial(counts: sp.csr_matrix, omega: np.ndarray, q_scale: float 
     ``Σ_n m1_n m1_nᵀ Ω = Cᵀ(w1² ∘ CΩ)``: sparse products, O(nnz·p) each.
     Once ``N`` is known the coordinator passes ``q_scale = a2/(N−1)`` and the
     second sum is folded into the first, ``e2 = Cᵀ((w2 + q_scale·w1²) ∘ CΩ) −
-    (Cᵀw2) ∘ Ω`` with ``q = 0``: one transposed product instead of two.
+    (Cᵀw2) ∘ Ω`` with ``q = 0`` (a scalar): one transposed product instead of two.
 
     The products run over row blocks (:func:`row_blocks`), so the dense
     ``CΩ`` is never formed for a whole shard: O(block·p + d·p) memory.
@@ -257,7 +259,7 @@ def m2_product_partial(counts: sp.csr_matrix, omega: np.ndarray, q_scale: float 
         part, part_q = bt @ (c_omega * w2[a:b, None]), bt @ (c_omega * (w1[a:b] * w1[a:b])[:, None])
         e2, q = (part, part_q) if e2 is None else (e2 + part, q + part_q)
     e2 = np.asarray(e2 - diag)
-    return M2ProductPartial(e2, np.zeros_like(e2) if q_scale is not None else np.asarray(q))
+    return M2ProductPartial(e2, np.float64(0.0) if q_scale is not None else np.asarray(q))
 
 
 def q_fold_scale(n_docs: int, coef: MomentCoefficients) -> float:
