@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.distdp-installed
 
-.PHONY: demo test docs bench clean
+.PHONY: demo test test-fast docs bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -17,8 +17,13 @@ $(STAMP): pyproject.toml | $(PY)
 demo: $(STAMP)
 	$(PY) jobs/demo.py
 
+# Every test, the `slow` ones included (multi-node clusters, Ray jobs, long statistical checks).
 test: $(STAMP)
 	$(PY) -m pytest -q tests
+
+# For development: the same suite without the tests marked `slow`.
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not slow" tests
 
 # The documentation site (mkdocs.yml, docs/) into site/; --strict: a broken link, a missing page or an
 # API reference that does not resolve fails the build (CI runs it too).

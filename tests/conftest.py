@@ -1,7 +1,13 @@
-"""Shared fixtures: one local Ray instance per test session, shut down at the end; a small ratings tensor.
+"""Shared fixtures: one local Ray instance per test session, shut down at the end; a small ratings tensor;
+the synthetic corpora that several test modules fit.
 
 ``ray_cluster`` gives a multi-node ``ray.cluster_utils.Cluster`` on this machine
 for one test module, then restores the session's local instance.
+
+The tests are laid out like the package (``tests/lda/private/`` tests ``distdp.lda.private``, …) and are
+imported with ``--import-mode=importlib`` (pyproject), so two folders may hold test files of one name.
+Tests marked ``slow`` (multi-node, Ray jobs, long statistical checks) run in ``make test``;
+``make test-fast`` leaves them out.
 """
 from __future__ import annotations
 
@@ -64,3 +70,23 @@ def ratings():
     X = 1 + 4 * X / X.max()
     X[rng.random(X.shape) < 0.5] = np.nan
     return from_dense(X)
+
+
+@pytest.fixture(scope="session")
+def corpus_a():
+    """The issue's recovery setting: N = 20,000, d = 2,000, k = 10, α0 = 1, mean length 100."""
+    import numpy as np
+
+    from distdp.lda.synthetic import sample_corpus
+
+    return sample_corpus(20_000, 2_000, 10, np.random.default_rng(11), model="lda", alpha0=1.0)
+
+
+@pytest.fixture(scope="module")
+def small():
+    """400 documents of 40 tokens over 60 words, 4 peaked topics (concentration 0.3), α0 = 1."""
+    import numpy as np
+
+    from distdp.lda.synthetic import sample_corpus
+
+    return sample_corpus(400, 60, 4, np.random.default_rng(8), alpha0=1.0, doc_length=40, topic_concentration=0.3)

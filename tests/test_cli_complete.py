@@ -1,4 +1,5 @@
 """`distdp complete` on the command line: report.json of a private fit, early checks, errors naming flags."""
+
 import json
 
 import numpy as np
@@ -10,6 +11,8 @@ import distdp.completion
 from distdp.cli import main
 from distdp.completion.io import write_coo_parquet
 from distdp.completion.perturbation import covered_fields
+from distdp.completion import from_dense
+from distdp.completion.io import load_observations
 
 
 def run(capsys, *argv):
@@ -129,3 +132,41 @@ def test_input_files_directory_complex_and_bad_metadata(tmp_path, capsys, rating
     rc, _, err = run(capsys, tmp_path / "m.parquet", "--rank", 1, "--shape", 2, 2, 2, "--holdout", 0, "--epochs", 1,
                      "--out", tmp_path / "fm")
     assert rc == 0
+
+
+def small_obs(seed=0, shape=(5, 6, 7), frac=0.6):
+    rng = np.random.default_rng(seed)
+    Y = rng.standard_normal(shape)
+    Y[rng.random(shape) > frac] = np.nan
+    return from_dense(Y)
+
+
+def test_cli_writes_factors_and_report(tmp_path, capsys):
+    obs = small_obs(shape=(6, 7, 8), frac=0.7)
+    src = write_coo_parquet(obs, tmp_path / "obs.parquet")
+    assert load_observations(src).shape == (6, 7, 8)
+    out = tmp_path / "fit"
+    rc = main(["complete", str(src), "--rank", "2", "--model", "tucker", "--perturbation", "gradient",
+               "--epsilon", "1", "--delta", "1e-6", "--epochs", "3", "--max-row-norm", "0.9", "--max-core-norm",
+               "1.5", "--out", str(out), "--no-progress"])
+    assert rc == 0 and "(1, 1e-06)-DP" in capsys.readouterr().out
+    assert sorted(p.name for p in out.iterdir()) == ["A.npy", "B.npy", "C.npy", "G.npy", "report.json"]
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["privacy"]["private"] and rep["test_rmse"] > 0 and rep["n_test"] == round(0.2 * obs.n)
+    assert set(rep["timings_s"]) == {"perturb", "sgd", "total"} and rep["convergence"]["epochs_run"] == 3
+    assert np.load(out / "G.npy").shape == (2, 2, 2) and np.linalg.norm(np.load(out / "G.npy")) <= 1.5 + 1e-12
+    assert rep["config"]["max_row_norm"] == 0.9 and rep["config"]["max_core_norm"] == 1.5
+    assert all(np.linalg.norm(np.load(out / f"{n}.npy"), axis=1).max() <= 0.9 + 1e-12 for n in "ABC")
+    assert any(a.startswith("projection") for a in rep["privacy"]["assumptions"])
+
+
+def test_cli_failure_leaves_no_output_dir(tmp_path, capsys):
+    np.save(tmp_path / "t.npy", np.full((2, 2, 2), np.nan))
+    out = tmp_path / "fit"
+    assert main(["complete", str(tmp_path / "t.npy"), "--rank", "2", "--out", str(out), "--no-progress"]) == 2
+    assert "observation set is empty" in capsys.readouterr().err
+    assert not out.exists() and not any(p.name.startswith(".fit") for p in tmp_path.iterdir())
+    obs = small_obs()
+    np.save(tmp_path / "ok.npy", obs.dense())
+    assert main(["complete", str(tmp_path / "ok.npy"), "--rank", "0", "--out", str(out), "--no-progress"]) == 2
+    assert not out.exists()

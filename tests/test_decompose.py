@@ -1,5 +1,6 @@
 """``distdp decompose`` on bad or unusual inputs and options: clear errors naming the file, row and CLI flag;
 ``--out`` checked before any work; no option silently ignored."""
+
 import json
 
 import numpy as np
@@ -8,7 +9,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from distdp.cli import main
-from distdp.io.atomic import atomic_directory
 from distdp.tensor import forms, power
 from distdp.privacy import mechanisms
 from distdp.decompose import delta_warning
@@ -52,7 +52,7 @@ def rows_table(rows, type_=None):
     return pa.table({"x": pa.array(rows, type=type_)})
 
 
-# ----------------------------------------------------------------- tensors (.npy)
+
 
 @pytest.mark.parametrize("array,needles", [
     (np.eye(4), ["bad.npy", "cubic", "(4, 4)"]),
@@ -98,7 +98,7 @@ def test_extension_is_case_insensitive_and_other_formats_are_refused(tmp_path, c
     fails_with(tmp_path, capsys, ["p.csv", "unsupported input format '.csv'"], tmp_path / "p.csv", "--k", 1)
 
 
-# ----------------------------------------------------------------- points (parquet)
+
 
 def test_fixed_size_list_column_gives_the_same_result_as_a_list_column(tmp_path, capsys, pts):
     pq.write_table(pa.table({"x": pa.FixedSizeListArray.from_arrays(pa.array(pts.ravel()), 6)}),
@@ -135,7 +135,7 @@ def test_a_file_that_is_not_parquet(tmp_path, capsys):
     fails_with(tmp_path, capsys, ["n.parquet", "not a readable parquet file"], tmp_path / "n.parquet", "--k", 1)
 
 
-# ----------------------------------------------------------------- options
+
 
 @pytest.mark.parametrize("args,needles", [
     (["--clip", 0.5], ["--clip applies to private runs on points"]),  # was: data silently clipped
@@ -177,7 +177,7 @@ def test_simultaneous_without_restarts_below_full_rank_warns_in_output_and_repor
     assert rep["warnings"] and rep["result"]["notes"] == rep["warnings"]
 
 
-# ----------------------------------------------------------------- --out
+
 
 def test_existing_out_is_refused_before_any_work(tmp_path, capsys, tensor, monkeypatch):
     (tmp_path / "out").mkdir()
@@ -206,19 +206,3 @@ def test_overwrite_leaves_no_backup_behind(tmp_path, capsys, tensor):
         code, cap = run(tmp_path, capsys, tmp_path / "t.npy", "--k", 2, "--overwrite", "--seed", 0)
         assert code == 0, cap.err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "t.npy"]
-
-
-def test_atomic_directory_refuses_a_file_and_replaces_a_directory_without_backup(tmp_path):
-    """distdp.io.atomic (shared by every command) never replaces a user's file with an output directory,
-    even with overwrite, and replacing a directory leaves no hidden '.name.old-XXXX' copy."""
-    (tmp_path / "f").write_text("old")
-    with pytest.raises(FileExistsError, match="not a directory"):
-        with atomic_directory(tmp_path / "f", overwrite=True):
-            pass
-    assert (tmp_path / "f").read_text() == "old"
-    (tmp_path / "d").mkdir()
-    (tmp_path / "d" / "x").write_text("old")
-    with atomic_directory(tmp_path / "d", overwrite=True) as tmp:
-        (tmp / "a").write_text("new")
-    assert [p.name for p in (tmp_path / "d").iterdir()] == ["a"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["d", "f"]

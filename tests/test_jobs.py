@@ -31,6 +31,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+# Every test here is slow (a real `ray start --head` and jobs through it): `make test-fast` leaves them out.
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[1]
 RAY = str(Path(sys.executable).with_name("ray"))  # the Ray CLI of this environment
 # What the job needs is distdp/ and jobs/; Ray also leaves out .git, .venv and what .gitignore lists.

@@ -188,9 +188,19 @@ def sym3_outer(P: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def sym3_rows(A: np.ndarray, B: np.ndarray) -> np.ndarray:
-    """``sym3(Σ_i A_i⊗A_i⊗B_i)`` for row matrices ``A``, ``B`` (d×k) → (k,k,k)."""
-    k = A.shape[1]
-    t = ((A[:, :, None] * A[:, None, :]).reshape(len(A), k * k).T @ B).reshape(k, k, k)
+    """``sym3(Σ_i A_i⊗A_i⊗B_i)`` for row matrices ``A``, ``B`` (d×k) → (k,k,k).
+
+    Rows are taken in blocks of at most :data:`PRODUCT_BLOCK_ENTRIES` / k² (the
+    row-wise ``A ⊙ A`` is d×k²: 4 GB at d = 50,000, k = 100 if formed whole).
+    """
+    d, k = A.shape
+    block = max(1, PRODUCT_BLOCK_ENTRIES // (k * k))
+    t = np.zeros((k * k, B.shape[1]))
+    for a in range(0, d, block):
+        Ab = A[a:a + block]
+        part = (Ab[:, :, None] * Ab[:, None, :]).reshape(len(Ab), k * k).T @ B[a:a + block]
+        t = part if a == 0 else t + part
+    t = t.reshape(k, k, k)
     return t + t.transpose(0, 2, 1) + t.transpose(2, 0, 1)
 
 

@@ -21,6 +21,7 @@ so that noise can be added at any edge without changing this loop:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import functools
 import math
@@ -291,7 +292,9 @@ def fit_spectral(backend: Backend, vocab_size: int, params: SpectralParams, rng:
                 st.step("whitening")
                 return out
             solve = whitening.lobpcg_top_eigh if params.eigensolver == "lobpcg" else whitening.randomized_top_eigh
-            wh = solve(apply, m2_times(fp.m2, omega0), k, params.eig_iters, params.eig_tol, partial=partial)
+            first = m2_times(fp.m2, omega0)
+            fp, omega0 = dataclasses.replace(fp, m2=None), None     # d×p arrays not needed from here on
+            wh = solve(apply, first, k, params.eig_iters, params.eig_tol, partial=partial)
         else:
             dense = m2_times(sum_partials(backend.call("m2_dense")), np.eye(d))
             st.step("whitening")

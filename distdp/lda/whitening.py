@@ -214,15 +214,19 @@ def lobpcg_top_eigh(apply: Callable[[np.ndarray], np.ndarray], first_product: np
         products += 1
         basis, images = [X, Z], [AX, AZ]
         if P is not None:
-            P, AP = _orthonormal_carried(P, AP, np.hstack([X, Z]), np.hstack([AX, AZ]))
+            P, AP = _orthonormal_carried(P, AP, basis, images)
             if P is not None:
                 basis.append(P)
                 images.append(AP)
-        S, AS = np.hstack(basis), np.hstack(images)
-        vals, Y = np.linalg.eigh(_sym(S.T @ AS))
+        # Rayleigh–Ritz on span[X, Z, P] block by block: S = [X Z P] and A S are never formed (d×3p each)
+        gram = np.block([[b.T @ a for a in images] for b in basis])
+        vals, Y = np.linalg.eigh(_sym(gram))
         Y = Y[:, ::-1][:, :p]
-        P, AP = S[:, p:] @ Y[p:], AS[:, p:] @ Y[p:]
-        X, AX = S @ Y, AS @ Y
+        cuts = np.cumsum([b.shape[1] for b in basis])[:-1]
+        parts = np.split(Y, cuts, axis=0)
+        P, AP = _combine(basis[1:], parts[1:]), _combine(images[1:], parts[1:])
+        X, AX = X @ parts[0] + P, AX @ parts[0] + AP
+        del basis, images, Z, AZ
     pick = supported_top_k if partial else top_k_from_symmetric
     return replace(pick(theta, X, k), products=products, converged=converged if tol is not None else None)
 
@@ -245,16 +249,26 @@ def _orthonormal_against(R: np.ndarray, X: np.ndarray, scale: float, rcond: floa
     return Z
 
 
-def _orthonormal_carried(P, AP, S, AS, floor: float = 1e-8):
+def _combine(blocks: list, coefficients: list) -> np.ndarray:
+    """``Σ_i blocks[i] @ coefficients[i]`` (the product of ``[B_1 B_2 …]`` with stacked coefficients)."""
+    out = blocks[0] @ coefficients[0]
+    for b, c in zip(blocks[1:], coefficients[1:]):
+        out += b @ c
+    return out
+
+
+def _orthonormal_carried(P, AP, S: list, AS: list, floor: float = 1e-8):
     """``P`` made orthonormal and orthogonal to ``span(S)``, with ``A P`` carried by the same combinations.
 
-    ``P``'s columns are combinations of orthonormal vectors with coefficients
-    of at most 1, so a singular value below ``floor`` (absolute) is a
-    direction already converged: dividing ``A P``'s rounding by it would
-    amplify that rounding, so it is dropped.
+    ``S`` and ``AS`` are lists of blocks (``[X, Z]``, ``[AX, AZ]``), each of
+    ``S``'s orthonormal and orthogonal to the others. ``P``'s columns are
+    combinations of orthonormal vectors with coefficients of at most 1, so a
+    singular value below ``floor`` (absolute) is a direction already
+    converged: dividing ``A P``'s rounding by it would amplify that rounding,
+    so it is dropped.
     """
-    C = S.T @ P
-    P, AP = P - S @ C, AP - AS @ C
+    C = [s.T @ P for s in S]
+    P, AP = P - _combine(S, C), AP - _combine(AS, C)
     U, s, Vt = np.linalg.svd(P, full_matrices=False)
     keep = s > floor
     if not keep.any():

@@ -98,6 +98,11 @@ class Release:
         Neighbour notion the sensitivity refers to.
     note : str
         Anything a reader of the privacy report must know.
+    sampler : str
+        What drew the noise (:func:`distdp.privacy.mechanisms.sampler_name`):
+        ``"opendp-gaussian"``, ``"opendp-laplace"``, ``"csprng-lattice-…"``
+        (with its guarantee), ``"numpy-pcg64 (seeded: reproducible, not
+        private)"``, ...; empty in records written before it existed.
     """
 
     stage: str
@@ -108,18 +113,19 @@ class Release:
     dp_event: dpe.DpEvent
     neighbour: str = ""
     note: str = ""
+    sampler: str = ""
 
     def to_dict(self) -> dict:
         """JSON-ready dict (the event nested as :func:`event_to_dict`)."""
         return {"stage": self.stage, "mechanism": self.mechanism, "sensitivity": self.sensitivity,
                 "noise_scale": self.noise_scale, "count": self.count, "neighbour": self.neighbour,
-                "note": self.note, "dp_event": event_to_dict(self.dp_event)}
+                "note": self.note, "sampler": self.sampler, "dp_event": event_to_dict(self.dp_event)}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Release":
         """Inverse of :meth:`to_dict`."""
         return cls(d["stage"], d["mechanism"], d["sensitivity"], d["noise_scale"], int(d["count"]),
-                   event_from_dict(d["dp_event"]), d.get("neighbour", ""), d.get("note", ""))
+                   event_from_dict(d["dp_event"]), d.get("neighbour", ""), d.get("note", ""), d.get("sampler", ""))
 
 
 @dataclass

@@ -11,16 +11,66 @@ composes.
 
 Randomness comes from an explicit ``numpy.random.Generator``. Private code
 obtains it from :func:`private_generator` (OS entropy, never a user seed).
+
+Noise source
+------------
+A private run's generator is a :class:`SecureNoise`. The noise of the Gaussian
+and Laplace mechanisms is added with :func:`add_gaussian` / :func:`add_laplace`
+(and the symmetric forms), which send it to a vetted sampler instead of
+numpy's PCG64 (not a CSPRNG) and float64 arithmetic (open to the
+floating-point attacks of Mironov 2012):
+
+* ``"opendp-gaussian"`` / ``"opendp-laplace"`` (releases of at most
+  :data:`OPENDP_MAX_ENTRIES` entries): OpenDP's ``make_gaussian`` /
+  ``make_laplace`` on the released value itself. OpenDP adds an exact
+  discrete Gaussian (Canonne, Kamath & Steinke 2020) / discrete Laplace on
+  the lattice 2^-1074 (every float64 is on it, so the value is not rounded),
+  drawn from the operating system's CSPRNG, and rounds the exact sum to the
+  nearest float: the guarantee is that of the recorded mechanism with the
+  recorded σ (same zCDP as the continuous Gaussian; ε = Δ₁/b for Laplace).
+* ``"csprng-lattice-gaussian"`` / ``"csprng-lattice-laplace"`` (larger
+  releases, where OpenDP costs ~10⁴× numpy; see
+  ``benchmarks/noise_samplers.py``): a snapping sampler. The value is
+  rounded to the lattice ``Λ = 2^(⌊log2(s/√n)⌋ − 30)`` (Gaussian, s = σ) or
+  ``Λ = 2^(⌊log2(b/n)⌋ − 30)`` (Laplace), an integer ``K`` (in units of Λ)
+  is added, and the result is ``RN(Λ·(rint(x/Λ) + K))``, computed with exact
+  float64 operations, so the output lies on the lattice whatever the input
+  (no input-dependent low-order bits). ``K = ±rint((s/Λ)·|Z|)`` where the
+  bits come from the kernel CSPRNG (``os.urandom``), ``|Z|`` is the
+  float64 inverse CDF (``scipy.special.ndtri``, or ``−log`` for Laplace) of
+  a full-precision uniform (52 random mantissa bits, the exponent geometric,
+  down to 2^-268; ``|Z| ≤ 24`` for the Gaussian, ``≤ 185`` for Laplace).
+  Guarantee: the recorded mechanism for the query rounded to Λ, whose
+  sensitivity exceeds the recorded Δ by at most ``2^-30·σ`` (ℓ2) or
+  ``2^-30·b`` (ℓ1), i.e. a multiplier ``Δ/σ`` larger by ≤ 2^-30 — *assuming*
+  the float64 inverse CDF of the full-precision uniform is an exact
+  Gaussian/Laplace; its rounding (relative error ~2^-50, finer than Λ by a
+  factor ≥ 2^10 at the scale of σ) and the tail cut (probability < 10^-120
+  per entry) are not covered by a proof, unlike OpenDP's exact sampler.
+* ``"numpy-pcg64 (OS-entropy seed; ...)"``: the ℓ2-vector mechanism (Gamma ×
+  uniform direction) and the matrix-free :class:`SymmetricNoiseOperator`
+  still draw from numpy on a PCG64 seeded from OS entropy (not a CSPRNG,
+  float64), as before; their records say so.
+
+A seeded ``numpy.random.Generator`` (``reproducible=True``) keeps numpy's
+noise bit for bit; its records say ``"numpy-pcg64 (seeded: reproducible,
+not private)"``. :func:`sampler_name` gives the record of a release.
+Non-noise randomness of a private run (random starts, shuffles, salts) comes
+from the :class:`SecureNoise` generator's own numpy methods: PCG64 seeded
+from OS entropy.
 """
 from __future__ import annotations
 
 import itertools
 import math
+import os
 
 import numpy as np
 from scipy import optimize, special
 
 __all__ = [
+    "SecureNoise", "sampler_name", "add_gaussian", "add_laplace", "add_symmetric_matrix_noise",
+    "add_symmetric_tensor_noise", "OPENDP_MAX_ENTRIES", "LATTICE_BITS",
     "private_generator", "noise_generator", "check_epsilon", "check_delta", "check_sensitivity",
     "gaussian_delta", "gaussian_epsilon", "analytic_gaussian_sigma", "classical_gaussian_sigma",
     "gaussian_noise", "laplace_scale", "laplace_noise", "l2_vector_beta", "l2_vector_noise",
@@ -32,13 +82,225 @@ __all__ = [
 MAX_DENSE_NOISE_ENTRIES = 10 ** 8
 
 
-def private_generator() -> np.random.Generator:
-    """A generator seeded from OS entropy (``SeedSequence()`` with no argument).
+#: Releases of at most this many entries get OpenDP's exact sampler (~100–250 µs an entry); larger ones
+#: the CSPRNG lattice sampler (``benchmarks/noise_samplers.py`` has the costs).
+OPENDP_MAX_ENTRIES = 2 ** 14
+#: The lattice of the fast sampler is 2^-LATTICE_BITS of the per-entry scale (over √n, or n for Laplace).
+LATTICE_BITS = 30
+#: Exponent words of the full-precision uniform: u ≥ 2^-(64·_EXP_WORDS + 1).
+_EXP_WORDS = 4
+
+SEEDED = "numpy-pcg64 (seeded: reproducible, not private)"
+NUMPY_OS_SEEDED = ("numpy-pcg64 (OS-entropy seed; PCG64 is not a CSPRNG; float64 arithmetic, "
+                   "not hardened against floating-point attacks)")
+OPENDP = {"gaussian": "opendp-gaussian", "laplace": "opendp-laplace"}
+LATTICE = {
+    "gaussian": ("csprng-lattice-gaussian (os.urandom bits; float64 inverse CDF of a full-precision uniform; "
+                 "output snapped to the lattice 2^(floor(log2(sigma/sqrt(n))) - 30), which adds <= 2^-30 sigma to "
+                 "the l2 sensitivity; the float64 inverse CDF is assumed exact, not proven)"),
+    "laplace": ("csprng-lattice-laplace (os.urandom bits; float64 -log of a full-precision uniform; output "
+                "snapped to the lattice 2^(floor(log2(b/n)) - 30), which adds <= 2^-30 b to the l1 sensitivity; "
+                "the float64 inverse CDF is assumed exact, not proven)"),
+}
+ON_ZEROS = "; noise drawn alone and added to the value in float64 by the caller"
+
+
+class SecureNoise(np.random.Generator):
+    """The generator of a private run: numpy's methods on OS-seeded PCG64, noise from a vetted sampler.
+
+    As a ``numpy.random.Generator`` it serves the non-noise randomness of a
+    private run (random starts, shuffles, salts, the ℓ2-vector mechanism and
+    :class:`SymmetricNoiseOperator`) from PCG64 seeded with OS entropy, as
+    before. The Gaussian and Laplace noise goes through :meth:`add_gaussian`
+    / :meth:`add_laplace` (reached through the module's :func:`add_gaussian`,
+    :func:`add_laplace`, :func:`gaussian_noise`, :func:`laplace_noise`):
+    OpenDP's exact samplers for releases of at most
+    :data:`OPENDP_MAX_ENTRIES` entries, the CSPRNG lattice sampler above
+    (see the module docstring for both guarantees). Drawing noise with
+    ``standard_normal`` / ``laplace`` directly would bypass them.
+
+    A pickled copy is a fresh ``SecureNoise`` with new OS entropy (nothing of
+    the state travels).
+    """
+
+    def __init__(self):
+        super().__init__(np.random.PCG64(np.random.SeedSequence()))
+        self._opendp = None
+
+    def __reduce__(self):
+        return (SecureNoise, ())
+
+    # ------------------------------------------------------------------ OpenDP
+    def _dp(self):
+        if self._opendp is None:
+            import opendp.prelude as dp
+            dp.enable_features("contrib")
+            self._opendp = dp
+        return self._opendp
+
+    def _opendp_add(self, x: np.ndarray, scale: float, kind: str) -> np.ndarray:
+        dp = self._dp()
+        domain = dp.vector_domain(dp.atom_domain(T=float, nan=False))
+        if kind == "gaussian":
+            meas = dp.m.make_gaussian(domain, dp.l2_distance(T=float), scale=float(scale))
+        else:
+            meas = dp.m.make_laplace(domain, dp.l1_distance(T=float), scale=float(scale))
+        return np.asarray(meas(x.tolist()), dtype=float)
+
+    # ------------------------------------------------------------------ CSPRNG lattice
+    @staticmethod
+    def _words(n: int) -> np.ndarray:
+        return np.frombuffer(os.urandom(8 * n), dtype=np.uint64)
+
+    def _full_uniform(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """``n`` uniforms on (0, 1) at full float64 precision, and ``n`` random signs (±1.0), from ``os.urandom``.
+
+        ``u = (1 + m·2^-52)·2^-(e+1)``: 52 random mantissa bits ``m`` and ``e``
+        the number of leading zero bits of a random bit string (geometric:
+        11 bits of the same word, then up to ``_EXP_WORDS`` more words while
+        all are zero), so every float in [2^-(e+1), 2^-e) is equally likely
+        given ``e``; ``u ≥ 2^-268``.
+        """
+        w = self._words(n)
+        sign = np.where((w & np.uint64(1)) == 0, 1.0, -1.0)
+        chunk = ((w >> np.uint64(1)) & np.uint64(0x7FF)).astype(np.float64)    # 11 more bits of the same word
+        e = (11 - np.frexp(chunk)[1]).astype(np.int64)                          # their leading zeros
+        todo = np.flatnonzero(chunk == 0)                                         # all 11 zero: read on
+        for _ in range(_EXP_WORDS):
+            if todo.size == 0:
+                break
+            v = self._words(todo.size)
+            nz = v != 0
+            hi = (v[nz] >> np.uint64(32)).astype(np.float64)        # both halves are exact in float64
+            lo = (v[nz] & np.uint64(0xFFFFFFFF)).astype(np.float64)
+            bits = np.where(hi > 0, 32 + np.frexp(hi)[1], np.frexp(lo)[1])   # bit length of v
+            e[todo[nz]] += 64 - bits
+            e[todo[~nz]] += 64
+            todo = todo[~nz]
+        # the float with biased exponent 1023 − (e+1) and mantissa m: exactly (1 + m·2^-52)·2^-(e+1)
+        u = (((1022 - e).astype(np.uint64) << np.uint64(52)) | (w >> np.uint64(12))).view(np.float64)
+        return u, sign
+
+    def _lattice_add(self, x: np.ndarray, scale: float, kind: str, n: int) -> np.ndarray:
+        lam = lattice_spacing(scale, n, kind)
+        u, sign = self._full_uniform(x.size)
+        if kind == "gaussian":
+            mag = -special.ndtri(0.5 * u)                      # |Z| of a standard Gaussian
+        else:
+            mag = -np.log(u)                                   # |L| of a standard Laplace (scale 1)
+        k = sign * np.rint((scale / lam) * mag)                # scale/lam is exact (Λ a power of two)
+        # x/Λ is exact, rint exact, the sum the correctly rounded exact lattice value, ×Λ exact: RN(Λ(rint(x/Λ)+K))
+        with np.errstate(over="raise", invalid="raise"):
+            return (np.rint(x / lam) + k) * lam
+
+    # ------------------------------------------------------------------ public
+    def add(self, value, scale, kind: str, n: int | None = None, method: str | None = None) -> np.ndarray:
+        """``value`` + ``kind`` noise (``"gaussian"``: σ = ``scale``; ``"laplace"``: b = ``scale``).
+
+        ``scale`` may broadcast against ``value`` (per-column scales: one draw
+        per distinct scale). ``n`` (default ``value.size``) picks the sampler
+        (OpenDP up to :data:`OPENDP_MAX_ENTRIES`) and the lattice; ``method``
+        (``"opendp"`` or ``"lattice"``) forces the sampler. Both must not
+        depend on the private data: when the size of a release does, pass a
+        public ``method`` and a public ``n`` bounding the entries that differ
+        between neighbours (the lattice's sensitivity bound then holds).
+        """
+        x = np.asarray(value, dtype=float)
+        scales = np.broadcast_to(np.asarray(scale, dtype=float), x.shape)
+        if not np.all(np.isfinite(x)):
+            raise ValueError("noise can only be added to finite values")
+        if not np.all((scales > 0) & np.isfinite(scales)):
+            raise ValueError("noise scales must be finite and > 0")
+        n = int(x.size if n is None else n)
+        use_opendp = _use_opendp(n, method)
+        if np.ndim(scale) == 0:
+            s = float(scale)
+            return (self._opendp_add(x.reshape(-1), s, kind) if use_opendp
+                    else self._lattice_add(x.reshape(-1), s, kind, n)).reshape(x.shape)
+        out = np.empty(x.shape)
+        flat_x, flat_s, flat_o = x.reshape(-1), scales.reshape(-1), out.reshape(-1)
+        for s in np.unique(flat_s):
+            idx = np.flatnonzero(flat_s == s)
+            if use_opendp:
+                flat_o[idx] = self._opendp_add(flat_x[idx], float(s), kind)
+            else:
+                flat_o[idx] = self._lattice_add(flat_x[idx], float(s), kind, n)
+        return out
+
+    def add_gaussian(self, value, sigma, n: int | None = None, method: str | None = None) -> np.ndarray:
+        """``value + N(0, σ²)`` through the vetted sampler (see :meth:`add`)."""
+        return self.add(value, sigma, "gaussian", n, method)
+
+    def add_laplace(self, value, scale, n: int | None = None, method: str | None = None) -> np.ndarray:
+        """``value + Laplace(b)`` through the vetted sampler (see :meth:`add`)."""
+        return self.add(value, scale, "laplace", n, method)
+
+
+def _use_opendp(n: int, method: str | None) -> bool:
+    if method not in (None, "opendp", "lattice"):
+        raise ValueError(f"method must be 'opendp', 'lattice' or None, got {method!r}")
+    return method == "opendp" if method is not None else int(n) <= OPENDP_MAX_ENTRIES
+
+
+def lattice_spacing(scale: float, n: int, kind: str = "gaussian") -> float:
+    """Λ of the lattice sampler: ``2^(⌊log2(σ/√n)⌋ − 30)`` (Gaussian) or ``2^(⌊log2(b/n)⌋ − 30)`` (Laplace).
+
+    Rounding the n values to Λ moves the ℓ2 (ℓ1) distance of two neighbours'
+    queries by at most ``Λ√n ≤ 2^-30σ`` (``Λn ≤ 2^-30 b``).
+    """
+    per = scale / math.sqrt(n) if kind == "gaussian" else scale / n
+    lam = 2.0 ** (math.floor(math.log2(per)) - LATTICE_BITS)
+    if not lam > 2.0 ** -1000:
+        raise ValueError(f"noise scale {scale:g} over {n} entries is too small for the lattice sampler")
+    return lam
+
+
+def sampler_name(rng, mechanism: str, n_entries: int, on_value: bool = True, method: str | None = None) -> str:
+    """What draws the noise of a release of ``n_entries`` entries with ``rng``, as recorded in its :class:`Release`.
+
+    ``mechanism``: ``"gaussian"``, ``"laplace"``, ``"l2-vector"`` or
+    ``"operator"`` (:class:`SymmetricNoiseOperator`). ``on_value=False``
+    when the noise is drawn alone and added by the caller (in float64);
+    ``method`` as in :meth:`SecureNoise.add`.
+    """
+    if not isinstance(rng, SecureNoise):
+        return SEEDED if isinstance(rng, np.random.Generator) and isinstance(rng.bit_generator, np.random.PCG64) \
+            else f"numpy-{type(getattr(rng, 'bit_generator', rng)).__name__.lower()} (seeded: reproducible, not private)"
+    if mechanism not in OPENDP:
+        return NUMPY_OS_SEEDED
+    name = OPENDP[mechanism] if _use_opendp(n_entries, method) else LATTICE[mechanism]
+    return name if on_value else name + ON_ZEROS
+
+
+def private_generator() -> "SecureNoise":
+    """The generator of a private run: a :class:`SecureNoise` (OS entropy, never a user seed).
 
     Private mechanisms must draw from this: a noise sequence that the user
-    (or an adversary who knows the seed) can reproduce protects nothing.
+    (or an adversary who knows the seed) can reproduce protects nothing. Its
+    numpy methods run on PCG64 seeded from OS entropy; Gaussian and Laplace
+    noise added through :func:`add_gaussian` / :func:`add_laplace` comes from
+    OpenDP or the CSPRNG lattice sampler (module docstring).
     """
-    return np.random.default_rng(np.random.SeedSequence())
+    return SecureNoise()
+
+
+def add_gaussian(value, sigma, rng: np.random.Generator, n: int | None = None, method: str | None = None):
+    """``value`` + ``N(0, σ²)`` noise (``sigma`` may broadcast: per-column scales).
+
+    With a :class:`SecureNoise` the noise is added to the value by the vetted
+    sampler; with any other generator this is ``value + gaussian_noise(shape,
+    sigma, rng)``, bit for bit (seeded, reproducible runs).
+    """
+    if isinstance(rng, SecureNoise):
+        return rng.add_gaussian(value, sigma, n, method)
+    return value + gaussian_noise(np.shape(value), sigma, rng)
+
+
+def add_laplace(value, scale, rng: np.random.Generator, n: int | None = None, method: str | None = None):
+    """``value`` + Laplace(``scale``) noise: the vetted sampler for a :class:`SecureNoise`, else numpy (bit for bit)."""
+    if isinstance(rng, SecureNoise):
+        return rng.add_laplace(value, scale, n, method)
+    return value + laplace_noise(np.shape(value), scale, rng)
 
 
 def noise_generator(rng, reproducible: bool) -> np.random.Generator:
@@ -177,7 +439,13 @@ def classical_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 
 
 
 def gaussian_noise(shape, sigma, rng: np.random.Generator) -> np.ndarray:
-    """``N(0, σ²)`` noise of ``shape``; ``sigma`` may broadcast against ``shape`` (per-column scales)."""
+    """``N(0, σ²)`` noise of ``shape``; ``sigma`` may broadcast against ``shape`` (per-column scales).
+
+    With a :class:`SecureNoise` the noise comes from the vetted sampler (added
+    to zeros); prefer :func:`add_gaussian`, which adds it to the value itself.
+    """
+    if isinstance(rng, SecureNoise):
+        return rng.add_gaussian(np.zeros(shape), sigma)
     return rng.standard_normal(shape) * np.asarray(sigma, dtype=float)
 
 
@@ -189,7 +457,13 @@ def laplace_scale(epsilon: float, sensitivity: float) -> float:
 
 
 def laplace_noise(shape, scale: float, rng: np.random.Generator) -> np.ndarray:
-    """Laplace noise with density ``exp(−|x|/b)/(2b)``, ``b = scale``."""
+    """Laplace noise with density ``exp(−|x|/b)/(2b)``, ``b = scale``.
+
+    With a :class:`SecureNoise` the noise comes from the vetted sampler (added
+    to zeros); prefer :func:`add_laplace`, which adds it to the value itself.
+    """
+    if isinstance(rng, SecureNoise):
+        return rng.add_laplace(np.zeros(shape), scale)
     return rng.laplace(0.0, scale, size=shape)
 
 
@@ -244,6 +518,25 @@ def symmetric_matrix_noise(d: int, scale: float, rng: np.random.Generator, kind:
         raise ValueError(f"kind must be 'gaussian' or 'laplace', got {kind!r}")
     E = np.zeros((d, d))
     E[iu] = vals
+    return E + np.triu(E, 1).T
+
+
+def add_symmetric_matrix_noise(M: np.ndarray, scale: float, rng: np.random.Generator,
+                               kind: str = "gaussian") -> np.ndarray:
+    """``M`` + :func:`symmetric_matrix_noise` (``M`` symmetric d×d).
+
+    With a :class:`SecureNoise` the vetted sampler adds the noise to the
+    unique entries ``M[i, j]``, ``i ≤ j``, which are then mirrored; otherwise
+    ``M + symmetric_matrix_noise(d, scale, rng, kind)`` bit for bit.
+    """
+    d = M.shape[0]
+    if not isinstance(rng, SecureNoise):
+        return M + symmetric_matrix_noise(d, scale, rng, kind)
+    if kind not in ("gaussian", "laplace"):
+        raise ValueError(f"kind must be 'gaussian' or 'laplace', got {kind!r}")
+    iu = np.triu_indices(d)
+    E = np.zeros((d, d))
+    E[iu] = rng.add(np.asarray(M, dtype=float)[iu], scale, kind)
     return E + np.triu(E, 1).T
 
 
@@ -379,3 +672,20 @@ def symmetric_tensor_noise(d: int, scale: float, rng: np.random.Generator, kind:
     else:
         raise ValueError(f"kind must be 'gaussian' or 'l2', got {kind!r}")
     return from_unique_entries(vals, d)
+
+
+def add_symmetric_tensor_noise(T: np.ndarray, scale: float, rng: np.random.Generator, kind: str = "gaussian",
+                               max_entries: int = MAX_DENSE_NOISE_ENTRIES) -> np.ndarray:
+    """``T`` + :func:`symmetric_tensor_noise` (``T`` symmetric d×d×d).
+
+    With a :class:`SecureNoise` and ``kind="gaussian"`` the vetted sampler
+    adds the noise to the unique entries of ``T``, which are then mirrored;
+    otherwise (``kind="l2"``, or a seeded generator) ``T +
+    symmetric_tensor_noise(d, scale, rng, kind, max_entries)`` bit for bit.
+    """
+    d = T.shape[0]
+    if not (isinstance(rng, SecureNoise) and kind == "gaussian"):
+        return T + symmetric_tensor_noise(d, scale, rng, kind, max_entries)
+    if d ** 3 > max_entries:
+        symmetric_tensor_noise(d, scale, rng, kind, max_entries)      # raises the size error
+    return from_unique_entries(rng.add_gaussian(unique_entries(np.asarray(T, dtype=float)), scale), d)

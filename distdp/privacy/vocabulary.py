@@ -369,7 +369,7 @@ def _check_selection_args(epsilon, delta, threshold_fraction, max_vocab) -> tupl
     return epsilon, delta, delta - delta_thr, delta_thr
 
 
-def _release(sigma, sensitivity, multiplier, threshold, l0, delta_thr, private) -> Release:
+def _release(sigma, sensitivity, multiplier, threshold, l0, delta_thr, private, sampler: str = "") -> Release:
     note = (f"Gaussian partition selection of the vocabulary: each document contributes to ≤ L0 = {l0} distinct "
             f"words (df +1 each), Gaussian noise σ = {sigma:.6g} on the capped document frequencies of the words "
             f"present, words with noisy df > τ = {threshold:.6g} released, then the top max_vocab (post-processing). "
@@ -377,7 +377,7 @@ def _release(sigma, sensitivity, multiplier, threshold, l0, delta_thr, private) 
             f"composing this release must add it to its delta (Gopi et al. 2020; Wilson et al. 2020)."
             + ("" if private else " Noise from a seeded generator: NOT private."))
     return Release(stage="vocabulary", mechanism=MECHANISM, sensitivity=sensitivity, noise_scale=sigma, count=1,
-                   dp_event=accounting.gaussian_event(multiplier), neighbour=NEIGHBOUR, note=note)
+                   dp_event=accounting.gaussian_event(multiplier), neighbour=NEIGHBOUR, note=note, sampler=sampler)
 
 
 def dp_select_vocabulary(doc_of, word_of, words, *, epsilon: float, delta: float,
@@ -451,7 +451,10 @@ def dp_select_vocabulary(doc_of, word_of, words, *, epsilon: float, delta: float
     salt = int(rng.integers(0, 2 ** 63, dtype=np.int64))
     df = capped_document_frequency(doc_of, word_of, words, l0, salt)
     present = np.flatnonzero(df > 0)
-    noisy = df[present] + mechanisms.gaussian_noise(present.size, sigma, rng)
+    # the number of words present is private: the sampler and its lattice depend only on the public L0 (a
+    # replace-one neighbour changes ≤ 2·L0 capped counts, which bounds the lattice's rounding in ℓ2)
+    noisy = mechanisms.add_gaussian(df[present], sigma, rng, n=2 * l0, method="lattice")
+    sampler = mechanisms.sampler_name(rng, "gaussian", 2 * l0, method="lattice")
     passed = noisy > tau
     cand, cand_noisy = present[passed], noisy[passed]
     n_released = int(cand.size)
@@ -462,7 +465,7 @@ def dp_select_vocabulary(doc_of, word_of, words, *, epsilon: float, delta: float
     order = np.lexsort((names, -cand_noisy))[: (None if max_vocab is None else int(max_vocab))]
     return VocabularySelection(
         words=[str(w) for w in names[order]], noisy_df=cand_noisy[order], release=_release(
-            sigma, sensitivity, multiplier, tau, l0, delta_thr, private),
+            sigma, sensitivity, multiplier, tau, l0, delta_thr, private, sampler),
         epsilon=epsilon, delta=delta, delta_gaussian=delta_g, delta_threshold=delta_thr,
         threshold=tau, sigma=sigma, sensitivity=sensitivity, max_words_per_doc=l0,
         max_vocab=None if max_vocab is None else int(max_vocab), n_candidates_released=n_released,

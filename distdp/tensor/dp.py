@@ -168,15 +168,18 @@ class GaussianReleaseNoise:
         self.rng = rng
         self.apply_releases = 0
         self.value_releases = 0
+        self.apply_sampler = self.value_sampler = ""    # what drew the noise (mechanisms.sampler_name)
 
     def apply_noise(self, U: np.ndarray) -> np.ndarray:
         """``(d, L)`` noise, column ``l`` ~ ``N(0, (m·Δ₁(u_l))² I)``."""
         self.apply_releases += U.shape[1]
+        self.apply_sampler = mechanisms.sampler_name(self.rng, "gaussian", U.size, on_value=False)
         return mechanisms.gaussian_noise(U.shape, self.multiplier * self.neighbour.apply_sensitivity(U), self.rng)
 
     def value_noise(self, U: np.ndarray) -> np.ndarray:
         """``(L,)`` noise, entry ``l`` ~ ``N(0, (m·Δ₂(u_l))²)``."""
         self.value_releases += U.shape[1]
+        self.value_sampler = mechanisms.sampler_name(self.rng, "gaussian", U.shape[1], on_value=False)
         return mechanisms.gaussian_noise(U.shape[1], self.multiplier * self.neighbour.value_sensitivity(U), self.rng)
 
 
@@ -321,10 +324,10 @@ def _report(epsilon, delta, K, m, nb: Neighbour, recipe, mode, noise: GaussianRe
     d1, d2 = nb.formulas()
     ledger.record(Release("power_iteration", "gaussian", d1, f"{m:.6g}·({d1})", noise.apply_releases,
                           acct.gaussian_event(m, noise.apply_releases), nb.name,
-                          "T(I,u,u) released with noise for every restart and iteration"))
+                          "T(I,u,u) released with noise for every restart and iteration", noise.apply_sampler))
     ledger.record(Release("eigenvalue", "gaussian", d2, f"{m:.6g}·({d2})", noise.value_releases,
                           acct.gaussian_event(m, noise.value_releases), nb.name,
-                          "T(u,u,u) released with noise for every restart"))
+                          "T(u,u,u) released with noise for every restart", noise.value_sampler))
     eps_pld = ledger.epsilon(delta, "pld")
     eps_rdp = ledger.epsilon(delta, "rdp")
     eps_exact = acct.gaussian_composition_epsilon(m, K, delta)

@@ -23,6 +23,7 @@ def shards():
     return [X[:1000], X[1000:2100], X[2100:]]
 
 
+@pytest.mark.slow
 def test_distributed_robust_and_private_methods_equal_in_process(ray_session, shards):
     from distdp.distributed.stream import RayEmpiricalMoment
 
@@ -44,6 +45,7 @@ def test_distributed_robust_and_private_methods_equal_in_process(ray_session, sh
         op.shutdown()
 
 
+@pytest.mark.slow
 def test_distributed_online_stream_equals_in_process(ray_session, shards):
     from distdp.distributed.stream import RayShardedStream
 

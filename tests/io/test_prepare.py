@@ -1,6 +1,7 @@
 """``prepare`` on real-world text: tokenisation (Unicode, apostrophes, stop words, Chinese/Japanese bigrams,
 unsegmented Thai), public vocabularies, input files (CSV encodings and shapes, compressed, directories, ids), and
 the CLI's clean exits."""
+
 import gzip
 import json
 import unicodedata
@@ -19,8 +20,8 @@ from hypothesis import strategies as st
 from distdp import cli
 from distdp.io import corpus as cio
 from distdp.io.atomic import atomic_directory
-from distdp.io.prepare import (DPVocabOptions, build_vocab, normalise_vocab, prepare, prepare_counts,
-                               read_text_column, stop_words, tokenize, vocabulary_privacy)
+from distdp.io.prepare import (DPVocabOptions, build_vocab, normalise_vocab, prepare, prepare_counts, read_text_column,
+                               stop_words, tokenize, vocabulary_privacy)
 from distdp.privacy.ledger import BudgetNotMetError
 from distdp.privacy.vocabulary import dp_select_vocabulary
 
@@ -509,3 +510,18 @@ def test_dp_selection_max_df_leaving_too_few_words(tmp_path):
     with pytest.raises(ValueError, match="n_docs"):
         dp_select_vocabulary(np.array([0, 1]), np.array([0, 1]), ["aaa", "bbb"], epsilon=1.0, delta=1e-6,
                              max_df=0.5, rng=np.random.default_rng(0))
+
+
+def test_prepare_text_to_corpus(tmp_path):
+    texts = ["The cat sat on the mat with another cat", "Dogs and cats are pets; the dog barked",
+             "Stock markets fell as investors sold stocks", None, "Markets rallied; investors bought stock"]
+    pq.write_table(pa.table({"body": texts, "id": ["a", "b", "c", "d", "e"]}), tmp_path / "t.parquet")
+    res = prepare(tmp_path / "t.parquet", "body", tmp_path / "corpus", max_vocab=50, min_df=1, id_column="id")
+    assert "the" not in res.vocab and "cat" in res.vocab and res.vocab_from_data
+    X = cio.read_corpus(tmp_path / "corpus", len(res.vocab))
+    assert X.shape == (5, len(res.vocab))
+    assert X[0, res.vocab.index("cat")] == 2 and X[3].nnz == 0
+    fixed = prepare_counts(pa.array(texts), np.arange(5).astype(str), vocab=["stock", "markets", "zebra"])
+    assert fixed.counts.toarray()[:, :2].tolist() == [[0, 0], [0, 0], [1, 1], [0, 0], [1, 1]]
+    with pytest.raises(ValueError, match="column 'text' not found"):
+        prepare(tmp_path / "t.parquet", "text", tmp_path / "c2")

@@ -100,3 +100,11 @@ def test_a_repeated_id_is_reported_on_its_row(tmp_path):
                   "counts": pa.array([[1, 1], [1, 2]], type=pa.list_(pa.int32()))})
     pq.write_table(t, tmp_path / "ok.parquet")
     assert cio.read_corpus(tmp_path / "ok.parquet", 5).nnz == 4
+
+
+def test_sym3_rows_block_is_bounded_by_entries(monkeypatch):
+    rng = np.random.default_rng(7)
+    A, B = rng.standard_normal((900, 6)), rng.standard_normal((900, 6))
+    whole = moments.sym3_rows(A, B)
+    monkeypatch.setattr(moments, "PRODUCT_BLOCK_ENTRIES", 36 * 11)  # 11 rows of k² = 36 entries
+    close(moments.sym3_rows(A, B), whole)

@@ -11,7 +11,6 @@ from distdp import api
 from distdp.lda import metrics, refine
 from distdp.cli import main
 from distdp.io.corpus import write_corpus
-from distdp.lda.synthetic import sample_corpus
 
 gensim_cm = pytest.importorskip("gensim.models.coherencemodel")
 from gensim.corpora import Dictionary  # noqa: E402
@@ -174,11 +173,6 @@ def test_npmi_unchanged(texts):
                 vals.append(-1.0 if pij == 0 else np.log(pij / (pi * pj)) / -np.log(pij))
         expect.append(np.mean(vals))
     np.testing.assert_allclose(got, expect, rtol=1e-12)
-
-
-@pytest.fixture(scope="module")
-def small():
-    return sample_corpus(400, 60, 4, np.random.default_rng(8), alpha0=1.0, doc_length=40, topic_concentration=0.3)
 
 
 def test_fit_records_c_v_and_diversity_and_sharding_changes_nothing(small, tmp_path):

@@ -1,8 +1,6 @@
-"""Variational EM refinement, transform (topic mixtures), NPMI coherence and export."""
-import json
+"""Variational EM refinement (distdp.lda.refine): the E-step, the ELBO, α's update, NPMI coherence."""
 
 import numpy as np
-import pyarrow.parquet as pq
 import pytest
 import scipy.sparse as sp
 from scipy.special import digamma
@@ -10,8 +8,6 @@ from scipy.special import digamma
 import distdp
 from distdp.lda import pipeline, refine
 from distdp.lda.shard import Shard
-from distdp.cli import main
-from distdp.io.corpus import write_corpus
 from distdp.lda.synthetic import sample_corpus
 
 
@@ -32,11 +28,6 @@ def e_step_reference(counts, exp_elog_beta, alpha, max_iter=100, tol=1e-3):
                 break
         gammas.append(g)
     return np.array(gammas)
-
-
-@pytest.fixture(scope="module")
-def small():
-    return sample_corpus(400, 60, 4, np.random.default_rng(8), alpha0=1.0, doc_length=40, topic_concentration=0.3)
 
 
 def test_e_step_equals_per_document_reference(small):
@@ -111,30 +102,6 @@ def test_refinement_keeps_or_improves_recovery():
     np.testing.assert_allclose(ref.topic_word.sum(1), 1.0)
 
 
-def test_transform_recovers_true_mixtures():
-    """θ̂ from the E-step with the true topics is close to the true θ.
-
-    An estimator that knew every token's topic would still have mean L1 error
-    E Σ_k |n_k/L − θ_k| ≈ √(2/π) Σ_k √(θ_k(1−θ_k)/L) ≤ √(2/π) √((k−1)/L) (Cauchy–Schwarz);
-    at k = 4, L = 200 that is 0.098. Words shared between topics add error,
-    the Dirichlet prior removes some; we require the oracle bound itself.
-    """
-    k, L = 4, 200
-    c = sample_corpus(2000, 500, k, np.random.default_rng(5), alpha0=2.0, doc_length=L, topic_concentration=0.05)
-    model = distdp.LDAModel(c.topic_word, c.alpha, 2.0)
-    theta = model.transform(c.counts)
-    bound = np.sqrt(2 / np.pi) * np.sqrt((k - 1) / L)
-    assert np.abs(theta - c.theta).sum(1).mean() <= bound
-    np.testing.assert_allclose(theta.sum(1), 1.0, rtol=1e-10)
-
-
-def test_transform_empty_documents_get_prior_mean(small):
-    model = distdp.LDAModel(small.topic_word, small.alpha, 1.0)
-    X = sp.vstack([small.counts[:3], sp.csr_matrix((2, 60))]).tocsr()
-    theta = model.transform(X)
-    np.testing.assert_allclose(theta[3:], np.tile(small.alpha / small.alpha.sum(), (2, 1)), rtol=1e-12)
-
-
 def test_npmi_matches_hand_computation():
     # 4 documents over words 0..3; topic 0's top words are (0, 1), topic 1's (2, 3)
     X = sp.csr_matrix(np.array([[1, 1, 0, 0], [1, 0, 0, 0], [1, 1, 1, 0], [0, 0, 1, 0]]))
@@ -146,6 +113,7 @@ def test_npmi_matches_hand_computation():
     assert got[1] == -1.0  # words 2 and 3 never occur together (3 never occurs)
 
 
+@pytest.mark.slow
 def test_fit_records_coherence_and_reuters_topics_are_coherent():
     """On real news text (the Reuters sample) the spectral topics have positive mean NPMI."""
     import lda.datasets
@@ -166,31 +134,6 @@ def test_fit_records_coherence_and_reuters_topics_are_coherent():
 def test_bad_refine_parameters(small, kwargs, needle):
     with pytest.raises(ValueError, match=needle):
         distdp.fit_lda(small.counts, 4, backend="local", progress=False, **kwargs)
-
-
-def test_cli_transform_coherence_export(tmp_path, small, capsys):
-    write_corpus(tmp_path / "c", small.counts, 2, [f"w{i}" for i in range(60)], [f"d{i}" for i in range(400)])
-    assert main(["fit-lda", str(tmp_path / "c"), "--k", "4", "--refine", "2", "--out", str(tmp_path / "m"),
-                 "--local", "--seed", "0", "--no-progress"]) == 0
-    meta = json.loads((tmp_path / "m" / "model.json").read_text())
-    assert len(meta["refine"]["elbo"]) == 2 and (tmp_path / "m" / "variational.npy").is_file()
-    assert main(["transform", str(tmp_path / "m"), str(tmp_path / "c"), "--out", str(tmp_path / "t.parquet"),
-                 "--local"]) == 0
-    t = pq.read_table(tmp_path / "t.parquet")
-    assert t.column_names == ["doc_id", "theta", "n_tokens", "status"] and t.num_rows == 400
-    assert t.column("doc_id")[5].as_py() == "d5" and len(t.column("theta")[0].as_py()) == 4
-    assert main(["coherence", str(tmp_path / "m"), str(tmp_path / "c"), "--local"]) == 0
-    assert "mean NPMI" in capsys.readouterr().out
-    assert main(["export", str(tmp_path / "m"), str(tmp_path / "c"), "--out", str(tmp_path / "vis"), "--local"]) == 0
-    assert np.load(tmp_path / "vis" / "doc_topic_dists.npy").shape == (400, 4)
-    assert len(json.loads((tmp_path / "vis" / "vocab.json").read_text())) == 60
-    # bad input: unknown model directory; corpus with another vocabulary size
-    assert main(["transform", str(tmp_path / "nope"), str(tmp_path / "c"), "--out", str(tmp_path / "x.parquet"),
-                 "--local"]) == 2
-    assert "not a distdp model directory" in capsys.readouterr().err
-    write_corpus(tmp_path / "c2", small.counts[:, :50], 1, [f"w{i}" for i in range(50)])
-    assert main(["coherence", str(tmp_path / "m"), str(tmp_path / "c2"), "--local"]) == 2
-    assert "the corpus has vocabulary size 50 but the model has 60" in capsys.readouterr().err
 
 
 def test_alpha_update_never_lowers_its_objective_and_is_its_maximum():
@@ -237,6 +180,7 @@ def test_alpha_update_recovers_a_known_asymmetric_alpha():
     assert np.all(np.abs(got - alpha) <= 4 * se), (got, alpha, se)
 
 
+@pytest.mark.slow
 def test_em_learns_an_asymmetric_alpha_from_documents():
     """End to end: EM from the true topics, started symmetric, moves α towards a known asymmetric α.
 

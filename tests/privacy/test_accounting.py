@@ -9,7 +9,7 @@ from distdp.privacy import accounting as A
 from distdp.privacy import mechanisms as M
 
 
-def test_paper_recipe_reproduces_the_spec_numbers():
+def test_paper_recipe_at_k_1000_gives_sigma_895_and_pld_needs_133_6():
     """K = 1000, ε = 1, δ = 1e-6: σ = 895 per unit sensitivity, PLD ε ≈ 0.13; PLD needs σ = 133.6."""
     r = A.paper_dp_tpm_recipe(1.0, 1e-6, 1000)
     assert r.delta_prime == pytest.approx(1e-6 / 2000)

@@ -739,6 +739,11 @@ def _gaussian_release(plan: _Plan, stage: _Stage, sensitivity: float, note: str)
                           acct.gaussian_event(m, stage.count), NEIGHBOUR, note)
 
 
+def _sampled(rel: Release, gen, n_entries: int, mechanism: str = "gaussian") -> Release:
+    """``rel`` with the sampler that draws its noise (:func:`~distdp.privacy.mechanisms.sampler_name`)."""
+    return dataclasses.replace(rel, sampler=mechanisms.sampler_name(gen, mechanism, n_entries))
+
+
 # --------------------------------------------------------------------------- results
 
 @dataclass(frozen=True)
@@ -863,8 +868,9 @@ class _Ctx:
 
 def _noisy_m2(ctx: _Ctx, plan: _Plan, stage: _Stage, note: str, ledger: PrivacyLedger) -> np.ndarray:
     sigma, rel = _gaussian_release(plan, stage, ctx.delta2, note)
-    ledger.record(rel)
-    return ctx.M2 + mechanisms.symmetric_matrix_noise(ctx.M2.shape[0], sigma, ctx.gen)
+    d = ctx.M2.shape[0]
+    ledger.record(_sampled(rel, ctx.gen, d * (d + 1) // 2))
+    return mechanisms.add_symmetric_matrix_noise(ctx.M2, sigma, ctx.gen)
 
 
 def _noisy_m3(ctx: _Ctx, plan: _Plan, stage: _Stage, ledger: PrivacyLedger) -> np.ndarray:
@@ -875,12 +881,13 @@ def _noisy_m3(ctx: _Ctx, plan: _Plan, stage: _Stage, ledger: PrivacyLedger) -> n
         ledger.record(Release(stage.name, "l2-vector", float(ctx.delta3), 1.0 / beta, 1, acct.pure_dp_event(eps),
                               NEIGHBOUR, f"density ∝ exp(−β‖b‖₂), β = ε/Δ3 = {beta:.6g} on the "
                               f"{mechanisms.n_unique_entries(d)} unique entries of M3 (AVN): pure ε = {eps:g}, "
-                              "accounted as a generic (ε, 0) event (binary randomized response)"))
+                              "accounted as a generic (ε, 0) event (binary randomized response)",
+                              mechanisms.sampler_name(ctx.gen, "l2-vector", mechanisms.n_unique_entries(d))))
         return ctx.M3 + mechanisms.symmetric_tensor_noise(d, beta, ctx.gen, "l2")
     sigma, rel = _gaussian_release(plan, stage, ctx.delta3,
                                    f"Gaussian noise on the {mechanisms.n_unique_entries(d)} unique entries of M3")
-    ledger.record(rel)
-    return ctx.M3 + mechanisms.symmetric_tensor_noise(d, sigma, ctx.gen, "gaussian")
+    ledger.record(_sampled(rel, ctx.gen, mechanisms.n_unique_entries(d)))
+    return mechanisms.add_symmetric_tensor_noise(ctx.M3, sigma, ctx.gen, "gaussian")
 
 
 def _moment_noise(ctx: _Ctx, plan, stages, ledger, paper_two_m2: bool) -> _Fit:
@@ -930,16 +937,16 @@ def _noisy_unwhiten(ctx, wh, dZ, plan, stage, ledger) -> np.ndarray:
     """Release ``Z = M2 W + G`` (d×k), the un-whitening aligned with W."""
     sigma, rel = _gaussian_release(plan, stage, dZ, "Gaussian noise on M2·W (= U S^½, the un-whitening aligned "
                                                     "with W); sensitivity Δ2/√σ_k + (‖M2‖+Δ2)·G.5 bound")
-    ledger.record(rel)
-    return ctx.M2 @ wh.W + mechanisms.gaussian_noise(wh.W.shape, sigma, ctx.gen)
+    ledger.record(_sampled(rel, ctx.gen, ctx.M2.shape[0] * wh.W.shape[1]))
+    return mechanisms.add_gaussian(ctx.M2 @ wh.W, sigma, ctx.gen)
 
 
 def _config2(ctx: _Ctx, plan, stages, ledger, dname) -> _Fit:
     wh, T, dT, dZ, _, _ = _whitened_setup(ctx)
     sigma, rel = _gaussian_release(plan, stages[0], dT, f"Gaussian noise on the {mechanisms.n_unique_entries(ctx.k)} "
                                                         "unique entries of T̂ = M3(W,W,W); ΔT̂ of Thm G.6 eq. 67")
-    ledger.record(rel)
-    Tn = T + mechanisms.symmetric_tensor_noise(ctx.k, sigma, ctx.gen, "gaussian")
+    ledger.record(_sampled(rel, ctx.gen, mechanisms.n_unique_entries(ctx.k)))
+    Tn = mechanisms.add_symmetric_tensor_noise(T, sigma, ctx.gen, "gaussian")
     Z = _noisy_unwhiten(ctx, wh, dZ, plan, stages[1], ledger)
     res = _decompose(Tn, ctx.k, ctx.gen, ctx.n_restarts, ctx.n_iters)
     return _finish_recovery(res.eigenvalues, res.eigenvectors, Z, ctx.alpha0,
@@ -967,7 +974,7 @@ def _config2_declared(ctx: _Ctx, plan, stages, ledger, bounds: DeclaredBounds, t
     vals, vecs = np.linalg.eigh(0.5 * (ctx.M2 + ctx.M2.T))       # ascending; one decomposition serves both
     margin = bounds_margin(vals[::-1], float(np.linalg.norm(ctx.M3)), bounds, ctx.delta2, ctx.delta3, ctx.k)
     threshold = ptr_threshold(eps0, delta0)
-    noisy_margin = margin + float(mechanisms.laplace_noise((), 1.0 / eps0, ctx.gen))
+    noisy_margin = float(mechanisms.add_laplace(margin, 1.0 / eps0, ctx.gen))
     ledger.record(Release(name, "laplace", 1.0, 1.0 / eps0, 1, acct.laplace_event(1.0 / eps0), NEIGHBOUR,
                           f"propose-test-release: documents to replace before the corpus violates the declared "
                           f"bounds (sensitivity 1) + Laplace(1/ε0); passes above ln(1/(2δ0))/ε0 = {threshold:.4g}; "
@@ -984,12 +991,12 @@ def _config2_declared(ctx: _Ctx, plan, stages, ledger, bounds: DeclaredBounds, t
     sigma, rel = _gaussian_release(plan, stages[0], d_t, f"Gaussian noise on the {mechanisms.n_unique_entries(ctx.k)} "
                                                          "unique entries of T̂ = M3(WS,WS,WS), S random signs; ΔT "
                                                          "from the declared bounds (declared_sensitivities)")
-    ledger.record(rel)
-    Tn = whiten_tensor(ctx.M3, W) + mechanisms.symmetric_tensor_noise(ctx.k, sigma, ctx.gen, "gaussian")
+    ledger.record(_sampled(rel, ctx.gen, mechanisms.n_unique_entries(ctx.k)))
+    Tn = mechanisms.add_symmetric_tensor_noise(whiten_tensor(ctx.M3, W), sigma, ctx.gen, "gaussian")
     sigma, rel = _gaussian_release(plan, stages[1], d_z, "Gaussian noise on M2·WS (the un-whitening aligned with "
                                                          "WS); ΔZ from the declared bounds")
-    ledger.record(rel)
-    Z = ctx.M2 @ W + mechanisms.gaussian_noise(W.shape, sigma, ctx.gen)
+    ledger.record(_sampled(rel, ctx.gen, ctx.M2.shape[0] * W.shape[1]))
+    Z = mechanisms.add_gaussian(ctx.M2 @ W, sigma, ctx.gen)
     res = _decompose(Tn, ctx.k, ctx.gen, ctx.n_restarts, ctx.n_iters)
     return _finish_recovery(res.eigenvalues, res.eigenvectors, Z, ctx.alpha0,
                             [f"ΔT = {d_t:.4g}, Δ(M2W) = {d_z:.4g} from the declared bounds (public)"],
@@ -1022,13 +1029,13 @@ def _config3(ctx: _Ctx, plan, stages, ledger, dname) -> _Fit:
     wh, lam, V, dT, dZ, _, _, d_comp = _exact_decomposition(ctx)
     sv, rel = _gaussian_release(plan, stages[0], d_comp, "Gaussian noise on each of the k tensor eigenvectors "
                                                          "(ℓ2 sensitivity 2√k ΔT̂/γ_s per component, Thm G.7)")
-    ledger.record(rel)
+    ledger.record(_sampled(rel, ctx.gen, V.size))
     sl, rel = _gaussian_release(plan, stages[1], d_comp, "Gaussian noise on each of the k tensor eigenvalues "
                                                          "(2√k ΔT̂/γ_s per component, Thm G.7)")
-    ledger.record(rel)
-    Vn = V + mechanisms.gaussian_noise(V.shape, sv, ctx.gen)
+    ledger.record(_sampled(rel, ctx.gen, np.size(lam)))
+    Vn = mechanisms.add_gaussian(V, sv, ctx.gen)
     Vn = Vn / np.maximum(np.linalg.norm(Vn, axis=0, keepdims=True), 1e-300)
-    lam_n = lam + mechanisms.gaussian_noise(lam.shape, sl, ctx.gen)
+    lam_n = mechanisms.add_gaussian(lam, sl, ctx.gen)
     if np.any(lam_n == 0):
         raise BudgetNotMetError("a noisy tensor eigenvalue is exactly 0: cannot recover topics")
     Z = _noisy_unwhiten(ctx, wh, dZ, plan, stages[2], ledger)
@@ -1043,12 +1050,12 @@ def _config4(ctx: _Ctx, plan, stages, ledger, dname) -> _Fit:
     mu, alpha = _raw_output(lam, V, wh.unwhiten, ctx.alpha0)
     sm, rel = _gaussian_release(plan, stages[0], d_mu, "Gaussian noise on each topic vector μ_i before clipping "
                                                        "(Thm G.8's Δμ with the recovery scale (α0+2)/2)")
-    ledger.record(rel)
+    ledger.record(_sampled(rel, ctx.gen, np.size(mu)))
     sa, rel = _gaussian_release(plan, stages[1], d_alpha, "Gaussian noise on each α_i; Δα = 2κΔλ̄/(λ_k − Δλ̄)³ "
                                                           "by the mean value theorem (the paper derives none)")
-    ledger.record(rel)
-    mu_n = mu + mechanisms.gaussian_noise(mu.shape, sm, ctx.gen)
-    alpha_n = np.clip(alpha + mechanisms.gaussian_noise(alpha.shape, sa, ctx.gen), 0.0, None)
+    ledger.record(_sampled(rel, ctx.gen, np.size(alpha)))
+    mu_n = mechanisms.add_gaussian(mu, sm, ctx.gen)
+    alpha_n = np.clip(mechanisms.add_gaussian(alpha, sa, ctx.gen), 0.0, None)
     order = np.argsort(-alpha_n, kind="stable")
     notes = [f"ΔT̂ = {dT:.4g}, Δλ̄ = {d_comp:.4g}, Δμ = {d_mu:.4g}, Δα = {d_alpha:.4g} (plug-in, private)",
              "noisy μ clipped at 0 and renormalised, noisy α clipped at 0 (post-processing)"]

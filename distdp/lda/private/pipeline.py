@@ -93,18 +93,24 @@ class _Noise:
     def add(self, stage: str, value: np.ndarray, sensitivity: float, *, record_sensitivity=None,
             note: str = "", symmetric2: bool = False, symmetric3: bool = False) -> np.ndarray:
         """``value`` + noise of σ = multiplier × ``sensitivity``; the first call of a stage records it."""
-        sigma = self._record(stage, sensitivity, record_sensitivity, note)
+        d = np.shape(value)[0] if symmetric2 or symmetric3 else 0
+        n = (d * (d + 1) // 2 if symmetric2 else mechanisms.n_unique_entries(d) if symmetric3
+             else int(np.size(value)))
+        sigma = self._record(stage, sensitivity, record_sensitivity, note,
+                             mechanisms.sampler_name(self.rng, "gaussian", n))
         if symmetric2:
-            return value + mechanisms.symmetric_matrix_noise(value.shape[0], sigma, self.rng)
+            return mechanisms.add_symmetric_matrix_noise(value, sigma, self.rng)
         if symmetric3:
-            return value + mechanisms.symmetric_tensor_noise(value.shape[0], sigma, self.rng)
-        return value + mechanisms.gaussian_noise(np.shape(value), sigma, self.rng)
+            return mechanisms.add_symmetric_tensor_noise(value, sigma, self.rng)
+        return mechanisms.add_gaussian(value, sigma, self.rng)
 
     def operator(self, stage: str, d: int, sensitivity: float, *, note: str = "") -> mechanisms.SymmetricNoiseOperator:
         """The symmetric d×d noise of one ``stage`` release, never formed (its products only); records the stage."""
-        return mechanisms.SymmetricNoiseOperator(d, self._record(stage, sensitivity, None, note), self.rng)
+        return mechanisms.SymmetricNoiseOperator(
+            d, self._record(stage, sensitivity, None, note, mechanisms.sampler_name(self.rng, "operator", d * d)),
+            self.rng)
 
-    def _record(self, stage: str, sensitivity: float, record_sensitivity, note: str) -> float:
+    def _record(self, stage: str, sensitivity: float, record_sensitivity, note: str, sampler: str = "") -> float:
         """σ of ``stage``; its ledger entry is written on the stage's first release."""
         sn = self.plan[stage]
         sigma = self.sigma(stage, sensitivity)
@@ -113,7 +119,7 @@ class _Noise:
             self.ledger.record(Release(
                 stage, "gaussian", record_sensitivity if record_sensitivity is not None else float(sensitivity),
                 f"{sn.multiplier:.6g} × sensitivity" if record_sensitivity is not None else float(sigma),
-                sn.count, accounting.gaussian_event(sn.multiplier, sn.count), NEIGHBOUR, note))
+                sn.count, accounting.gaussian_event(sn.multiplier, sn.count), NEIGHBOUR, note, sampler))
         return sigma
 
 
@@ -643,7 +649,8 @@ def refine_em_private(backend: Backend, topic_word: np.ndarray, alpha: np.ndarra
                           accounting.gaussian_event(multiplier, n_iter), NEIGHBOUR,
                           f"Σ_n w_n (x_n∘φ_n)∘S (k×d) per EM iteration, w_n = {norm_cap:.4g}/‖(x_n∘φ_n)∘S‖_F, "
                           f"word scales S = b^(-{scale_power:.3g}) from the current topics and the scan "
-                          f"(word_scales); divided by S, " + scalable.threshold_note(threshold, "σ/S")))
+                          f"(word_scales); divided by S, " + scalable.threshold_note(threshold, "σ/S"),
+                          mechanisms.sampler_name(rng, "gaussian", int(np.prod(topic_word.shape)))))
     lam = refine.init_lambda(topic_word, alpha, tokens_hat, eta)
     key = time.time_ns()
     secs = []
@@ -655,7 +662,7 @@ def refine_em_private(backend: Backend, topic_word: np.ndarray, alpha: np.ndarra
         parts = backend.call("e_step", backend.broadcast(eeb), backend.broadcast(elog), alpha, key, max_inner, tol,
                              float(norm_cap), backend.broadcast(scales))
         sstats = eeb * sum_partials([p_[0] for p_ in parts])
-        noisy = (sstats * scales + mechanisms.gaussian_noise(sstats.shape, sigma, rng)) / scales
+        noisy = mechanisms.add_gaussian(sstats * scales, sigma, rng) / scales
         lam = eta + scalable.threshold_noisy(noisy, sigma / scales, threshold)
         secs.append(time.perf_counter() - t0)
         if progress is not None:

@@ -231,10 +231,11 @@ def release_m2(m2: np.ndarray, n_docs: int, epsilon: float, delta: float,
     epsilon, delta = mechanisms.check_epsilon(epsilon), mechanisms.check_delta(delta)
     sens = moment_sensitivity(n_docs)
     tau = mechanisms.analytic_gaussian_sigma(epsilon, delta, sens)
-    noisy = m2 + mechanisms.symmetric_matrix_noise(m2.shape[0], tau, rng)
+    noisy = mechanisms.add_symmetric_matrix_noise(m2, tau, rng)
     rel = Release("M2", "gaussian", sens, tau, 1, acct.gaussian_event(tau / sens), NEIGHBOUR,
                   f"Analyze Gauss on the {m2.shape[0] * (m2.shape[0] + 1) // 2} unique entries of the symmetric "
-                  f"M2, analytic Gaussian at (ε, δ) = ({epsilon:g}, {delta:g})")
+                  f"M2, analytic Gaussian at (ε, δ) = ({epsilon:g}, {delta:g})",
+                  mechanisms.sampler_name(rng, "gaussian", m2.shape[0] * (m2.shape[0] + 1) // 2))
     return noisy, rel
 
 
@@ -248,10 +249,10 @@ def release_m3_gaussian(m3: np.ndarray, n_docs: int, epsilon: float, delta: floa
     d = check_dense_dim(m3.shape[0])
     sens = moment_sensitivity(n_docs)
     tau = mechanisms.analytic_gaussian_sigma(epsilon, delta, sens)
-    noisy = m3 + mechanisms.symmetric_tensor_noise(d, tau, rng, "gaussian")
+    noisy = mechanisms.add_symmetric_tensor_noise(m3, tau, rng, "gaussian")
     rel = Release("M3", "gaussian", sens, tau, 1, acct.gaussian_event(tau / sens), NEIGHBOUR,
                   f"Gaussian noise on the {n_unique(d)} unique entries of the symmetric M3 (AGN), analytic "
-                  f"Gaussian at (ε, δ) = ({epsilon:g}, {delta:g})")
+                  f"Gaussian at (ε, δ) = ({epsilon:g}, {delta:g})", mechanisms.sampler_name(rng, "gaussian", n_unique(d)))
     return noisy, rel
 
 
@@ -270,7 +271,8 @@ def release_m3_l2(m3: np.ndarray, n_docs: int, epsilon: float,
     noisy = m3 + mechanisms.symmetric_tensor_noise(d, beta, rng, "l2")
     rel = Release("M3", "l2-vector", sens, 1.0 / beta, 1, acct.pure_dp_event(epsilon), NEIGHBOUR,
                   f"ℓ2 vector noise ∝ exp(−β‖b‖₂), β = ε/Δ3 = {beta:.6g}, on the {n_unique(d)} unique entries of "
-                  f"M3 (AVN): pure ε = {epsilon:g}, accounted as a generic (ε, 0) event")
+                  f"M3 (AVN): pure ε = {epsilon:g}, accounted as a generic (ε, 0) event",
+                  mechanisms.sampler_name(rng, "l2-vector", n_unique(d)))
     return noisy, rel
 
 

@@ -131,6 +131,7 @@ def adversarial_replacements(d, rng):
     return out
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(doc, st.floats(0.0, 30.0), st.integers(0, 2 ** 32 - 1))
 def test_sensitivity_bounds_hold(case, alpha0, seed):

@@ -1,7 +1,7 @@
 """Edges of the private paths (issue 41, part B): the vocabulary's provenance, δ against 1/N, the
 data-dependent fields a private ``model.json`` leaves out, and messages that say what is true.
 
-Private fits here pin the noise generator (as ``fixed_entropy`` in ``test_privacy_lda.py``): the report
+Private fits here pin the noise generator (``fixed_entropy``, tests/lda/private/conftest.py): the report
 still says "OS entropy", and the fit is reproducible. The corpus (3000 documents, d = 100, k = 3, ε = 8)
 is the one ``test_vocabulary_built_from_private_text_is_reported`` fits.
 """
@@ -20,17 +20,11 @@ from distdp.cli import main
 from distdp.io.corpus import write_corpus
 from distdp.io.prepare import (DPVocabOptions, check_delta_for_n_docs, prepare_counts, read_prepare_json, tokenize,
                                vocabulary_provenance)
-from distdp.privacy import mechanisms
 from distdp.privacy.ledger import BudgetNotMetError
 from distdp.lda.synthetic import sample_corpus
 
 N, D, K = 3000, 100, 3
 WORDS = [f"w{i}" for i in range(D)]
-
-
-@pytest.fixture
-def fixed_entropy(monkeypatch):
-    monkeypatch.setattr(mechanisms, "private_generator", lambda: np.random.default_rng(0))
 
 
 @pytest.fixture(scope="module")

@@ -1,27 +1,24 @@
-"""Private spectral LDA and private EM (distdp.lda.private.scalable, distdp.lda.private.pipeline, distdp.lda.private.fit)."""
+"""The scalable mechanisms' math (distdp.lda.private.scalable): unmixing solves and their noise levels, word scales,
+thresholds, the tensor's assembly, histograms, and the budget plan's splits."""
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from scipy import stats
-from scipy.linalg import subspace_angles
 
-from distdp import api, lda
-from distdp.lda import moments, pipeline, refine
+from distdp import api
+from distdp.lda import moments, refine
 from distdp.lda.private import fit as pf
-from distdp.cli import main
-from distdp.lda.private.pipeline import _Noise
 from distdp.privacy import mechanisms
 from distdp.lda.private import scalable as lda_private
-from distdp.privacy.ledger import BudgetNotMetError, PrivacyLedger
+from distdp.privacy.ledger import BudgetNotMetError
 from distdp.lda.private.shard import PrivateShard as Shard
 from distdp.lda.synthetic import sample_corpus
+
 
 D = 7  # vocabulary of the property tests
 K = 3
@@ -52,108 +49,6 @@ def neighbours(data):
     other = list(rows)
     other[i] = new
     return Shard(csr(rows)), Shard(csr(other)), np.random.default_rng(seed)
-
-
-def public_W(rng):
-    """A whitening matrix with rows of very different norms (as from a released M2)."""
-    return rng.standard_normal((D, K)) * rng.uniform(0.1, 5.0, size=(D, 1))
-
-
-# ------------------------------------------------------------------ sensitivities (replace one document)
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(corpora, st.floats(0.01, 1.0), st.floats(0.001, 1.0))
-def test_first_releases_sensitivity(data, c1, c2):
-    a, b, rng = neighbours(data)
-    e = lda_private.log_grid(*lda_private.NORM_GRID)
-    for dense in (False, True):
-        diff = a.private_counts(10, e, e, dense) - b.private_counts(10, e, e, dense)
-        assert np.linalg.norm(diff) <= lda_private.COUNT_SENSITIVITY + 1e-12
-    assert np.linalg.norm(a.private_m1(c1) - b.private_m1(c1)) <= math.sqrt(2) * c1 * (1 + 1e-9)
-    Q = np.linalg.qr(rng.standard_normal((D, 4)))[0]
-    dm2 = a.private_m2_product(Q, c2) - b.private_m2_product(Q, c2)
-    assert np.linalg.norm(dm2) <= math.sqrt(2) * c2 * (1 + 1e-9)
-    # The dense release: noise goes on the unique entries i ≤ j, so their vector is what must move ≤ √2·C2.
-    dd = a.private_m2_dense(c2) - b.private_m2_dense(c2)
-    np.testing.assert_allclose(dd, dd.T, atol=1e-15)
-    assert np.linalg.norm(dd[np.triu_indices(D)]) <= math.sqrt(2) * c2 * (1 + 1e-9)
-    # The matrix-free form of that release multiplies the same clipped sum: its products are the dense one's.
-    np.testing.assert_allclose(a.private_m2_product(Q, c2, True), a.private_m2_dense(c2) @ Q, rtol=1e-9, atol=1e-12)
-
-
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(corpora, st.floats(0.01, 1.0))
-def test_tensor_releases_sensitivity(data, c3_scale):
-    a, b, rng = neighbours(data)
-    W = public_W(rng)
-    r3 = float(np.sqrt((W ** 2).sum(1)).max()) ** 3
-    c3 = c3_scale * r3
-    edges = lda_private.log_grid(r3 * 2.0 ** -40, 16 * r3, 176)
-    assert np.linalg.norm(a.private_tensor_bounds(W, edges) - b.private_tensor_bounds(W, edges)) <= math.sqrt(2)
-    dT = a.private_tensor(W, c3) - b.private_tensor(W, c3)
-    assert np.linalg.norm(dT) <= 2 * c3 * (1 + 1e-9)
-    assert np.linalg.norm(mechanisms.unique_entries(dT)) <= 2 * c3 * (1 + 1e-9)
-    U = rng.standard_normal((K, 5))  # any block: the bound scales with ‖U‖₂²
-    dTU = a.private_cube_apply(W, c3, U) - b.private_cube_apply(W, c3, U)
-    assert np.linalg.norm(dTU) <= 2 * c3 * np.linalg.norm(U, 2) ** 2 * (1 + 1e-9)
-
-
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(corpora)
-def test_tensor_norm_bound_bounds_each_document(data):
-    rows, _, _, seed = data
-    W = public_W(np.random.default_rng(seed))
-    C = csr(rows)
-    B = lda_private.tensor_norm_bound(C, W)
-    for n in range(C.shape[0]):
-        one = Shard(C[n])
-        exact = one.private_tensor(W, np.inf)  # h = 1: the document's m3_n(W,W,W)
-        assert np.linalg.norm(exact) <= B[n] * (1 + 1e-9) + 1e-12
-
-
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(corpora, st.integers(1, 30), st.booleans())
-def test_em_statistics_sensitivity(data, cap, scaled):
-    # The released statistic is Ê_β ∘ sstats, times the word scales S when private EM scales words.
-    a, b, rng = neighbours(data)
-    beta = rng.dirichlet(np.ones(D), size=K)
-    elog = np.log(beta)
-    alpha = np.full(K, 0.5)
-    S = lda_private.word_scales(beta, rng.dirichlet(np.ones(D))) if scaled else None
-    sa, sb = (np.exp(elog) * s.e_step(np.exp(elog), elog, alpha, None, 50, 1e-6, float(cap), S)[0] * (
-        1.0 if S is None else S) for s in (a, b))
-    assert np.linalg.norm(sa - sb) <= lda_private.em_sensitivity(cap) * (1 + 1e-9)
-
-
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(corpora, st.floats(0.5, 30.0), st.booleans(), st.booleans())
-def test_tail_release_sensitivity(data, cap, single_topic, scaled):
-    # Replay the tail release's public inputs (working columns, topics over them, α or the single-topic
-    # weights, C, the word scales) on both neighbours.
-    a, b, rng = neighbours(data)
-    cols = np.sort(rng.choice(D, size=3, replace=False))
-    tw = rng.dirichlet(np.ones(3), size=K)
-    alpha = np.full(K, 0.3)
-    S = public_scales(rng, scaled)
-    (qa, ga), (qb, gb) = (s.tail_statistics(cols, "v", tw, alpha, cap, 50, 1e-6, single_topic, S) for s in (a, b))
-    sens_q, sens_g = lda_private.tail_sensitivities(cap)
-    iu = np.triu_indices(K)
-    assert np.linalg.norm(qa - qb) <= sens_q * (1 + 1e-9)
-    assert np.linalg.norm(ga[iu] - gb[iu]) <= sens_g * (1 + 1e-9)
-    np.testing.assert_allclose(ga, ga.T)
-
-
-def test_tail_bounds_are_attained():
-    # With K = 1 (θ̂ = 1), each bound is reached against an empty document: a long one-word document
-    # (‖x‖₂ = ‖x‖₁ = 400, clipped to ‖w x‖₂ = C) for Q, and one spreading 70 tokens over every word
-    # (‖x‖₁/‖x‖₂ = √7 > C, so the length bound binds: w·l = C²) for G.
-    def change(row, cap):
-        a, b = Shard(csr([row])), Shard(csr([[0] * D]))
-        (qa, ga), (qb, gb) = (s.tail_statistics(np.arange(D), "v", np.ones((1, D)) / D, np.ones(1), cap)
-                              for s in (a, b))
-        return np.linalg.norm(qa - qb), np.linalg.norm(ga - gb)
-
-    assert change([400, 0, 0, 0, 0, 0, 0], 3.0)[0] == pytest.approx(3.0)
-    assert change([10] * D, 2.0)[1] == pytest.approx(4.0)
 
 
 def test_unmixing_inverts_the_mixing_exactly():
@@ -219,26 +114,6 @@ def test_unmix_pass_statistics_sensitivity(data, cap, scaled, sharpen):
     S = public_scales(rng, scaled)
     qa, ga = lda_private.unmix_pass_statistics(a.counts, theta, cap, S, sharpen)
     qb, gb = lda_private.unmix_pass_statistics(b.counts, theta_b, cap, S, sharpen)
-    sens_q, sens_g = lda_private.tail_sensitivities(cap)
-    assert np.linalg.norm(qa - qb) <= sens_q * (1 + 1e-9)
-    assert np.linalg.norm(ga - gb) <= sens_g * (1 + 1e-9)
-
-
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(corpora, st.floats(0.5, 30.0), st.booleans(), st.booleans())
-# Found by hypothesis: the replaced document changed when its block's E-step stopped, and with it the other
-# documents' θ̂ (by 3e-8 relative, past the attained bound); γ is now frozen at each document's own convergence.
-@example(data=([[0] * 7] * 8 + [[1, 0, 0, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0, 1]], [9, 0, 0, 0, 0, 0, 0], 9, 0), cap=0.5,
-         scaled=False, single_topic=False)
-def test_unmix_pass_sensitivity(data, cap, scaled, single_topic):
-    # Replay an unmixing pass's public inputs (topics on every word, α or the single-topic weights, C, word
-    # scales) on both neighbours through the shard method the pipeline calls: θ̂ of every document comes
-    # from its own words only.
-    a, b, rng = neighbours(data)
-    tw = rng.dirichlet(np.full(D, 0.5), size=K)
-    alpha = np.full(K, 0.3)
-    S = lda_private.word_scales(tw, rng.dirichlet(np.ones(D))) if scaled else None
-    (qa, ga), (qb, gb) = (s.unmix_statistics(tw, alpha, cap, 50, 1e-6, S, single_topic) for s in (a, b))
     sens_q, sens_g = lda_private.tail_sensitivities(cap)
     assert np.linalg.norm(qa - qb) <= sens_q * (1 + 1e-9)
     assert np.linalg.norm(ga - gb) <= sens_g * (1 + 1e-9)
@@ -423,27 +298,6 @@ def test_combine_unmixed_removes_a_mixing_bias():
     assert mse == pytest.approx(0.5, rel=0.05)
 
 
-def test_single_topic_private_fit_takes_the_unmixing_pass(fixed_entropy):
-    # The single-topic model's private default is the spectral stage then unmixing passes with one-hot
-    # posterior modes (exact for this model). On this corpus at ε = 16, over 10 noise seeds: L1 0.0230–0.0238
-    # with the two default passes, the whitening's second release not made (lda_private.split_whitening;
-    # 0.0239–0.0249 with one whitening release and the firm threshold, lda_private.threshold_noisy;
-    # 0.0240–0.0252 with the hard one and the solves' mixing aligned, lda_private.align_mixing; 0.0239–0.0251
-    # before; one pass gave 0.024–0.025 with both whitening forms), 0.082–0.092 without (power-method
-    # whitening), 0.021 non-private; the bound 1.5× non-private has a 35% margin over the largest of the 10.
-    c = sample_corpus(10_000, 500, 5, np.random.default_rng(7), model="stm", doc_length=100)
-    base = api.fit_lda(c.counts, 5, backend="local", model="stm", seed=0, progress=False, coherence=False)
-    m = api.fit_lda(c.counts, 5, backend="local", model="stm", epsilon=16.0, delta=1e-6, progress=False)
-    assert lda.matched_l1(m.topic_word, c.topic_word)[0] <= 1.5 * lda.matched_l1(base.topic_word, c.topic_word)[0]
-    assert pf._plural(pf.DEFAULT_UNMIX, "private unmixing pass") in m.info["method"]
-    assert m.info["parameters"]["unmix"] == pf.DEFAULT_UNMIX
-    stages = [r["stage"] for r in m.info["privacy"]["ledger"]]
-    assert {"scan", "unmix_gram", "unmix_sstats"} <= set(stages)
-    assert m.info["privacy"]["epsilon"] <= 16.0 * (1 + 1e-9)
-    note = next(r["note"] for r in m.info["privacy"]["ledger"] if r["stage"] == "unmix_sstats")
-    assert "single-topic posterior mode" in note and "keeps its start" in note
-
-
 def test_pass_weights():
     # g_n = θ̂_n^p/‖θ̂_n^p‖₂, by a loop; p = ∞ is the one-hot of argmax θ̂_n; an empty row stays 0.
     theta = np.array([[0.6, 0.3, 0.1], [0.2, 0.2, 0.6], [0.0, 0.0, 0.0]])
@@ -530,6 +384,7 @@ def _support_problem(rng, k=4, d=30):
     return G, beta, support, S
 
 
+@pytest.mark.slow
 def test_solve_on_support_is_each_words_subsystem():
     rng = np.random.default_rng(21)
     G, beta, support, S = _support_problem(rng)
@@ -675,35 +530,6 @@ def test_em_contribution_cap_scales_each_document_to_the_cap_and_keeps_its_poste
     np.testing.assert_allclose(beta * full.sstats, expected, rtol=1e-8)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(corpora)
-def test_scan_release_sensitivity(data):
-    a, b, _ = neighbours(data)
-    edges = lda_private.log_grid(*lda_private.COUNT_NORM_GRID)
-    assert np.linalg.norm(a.private_scan(edges) - b.private_scan(edges)) <= lda_private.SCAN_SENSITIVITY * (1 + 1e-12)
-
-
-def test_scan_bound_is_attained():
-    # Two one-word documents on different words in different histogram bins: √(1² + 1² + 1² + 1²) = 2.
-    a, b = Shard(csr([[9, 0, 0, 0, 0, 0, 0]])), Shard(csr([[0, 1, 0, 0, 0, 0, 0]]))
-    edges = lda_private.log_grid(*lda_private.COUNT_NORM_GRID)
-    assert np.linalg.norm(a.private_scan(edges) - b.private_scan(edges)) == pytest.approx(2.0)
-
-
-def test_column_view_equals_the_restricted_corpus():
-    rng = np.random.default_rng(3)
-    C = sp.csr_matrix(rng.poisson(0.8, size=(40, D)).astype(float))
-    cols = np.array([0, 2, 3, 6])
-    shard, sub = Shard(C), Shard(C[:, cols])
-    np.testing.assert_allclose(shard.on_columns(cols, "v", "private_m1", 0.3), sub.private_m1(0.3))
-    Q = np.linalg.qr(rng.standard_normal((4, 2)))[0]
-    np.testing.assert_allclose(shard.on_columns(cols, "v", "private_m2_product", Q, 0.2),
-                               sub.private_m2_product(Q, 0.2))
-    # A new key rebuilds the view (as after an actor restart or a new working vocabulary).
-    np.testing.assert_allclose(shard.on_columns(cols[:2], "w", "private_m1", 0.3),
-                               Shard(C[:, cols[:2]]).private_m1(0.3))
-
-
 def test_working_columns_and_embedding():
     f = np.array([0.05, 0.4, -0.01, 0.3, 0.2, 0.06])
     cols = lda_private.working_columns(f, 3)
@@ -733,18 +559,6 @@ def test_threshold_noisy_is_firm():
     assert np.abs(np.diff(lda_private.threshold_noisy(grid, 1.0, 2.0))).max() <= 2.0 * (grid[1] - grid[0]) + 1e-12
 
 
-def test_neighbour_reaches_the_m1_and_m2_bounds():
-    # The bounds are attained (so they are not loose by construction): two
-    # one-word documents on different words, both clipped to the bound.
-    a, b = Shard(csr([[9, 0, 0, 0, 0, 0, 0]])), Shard(csr([[0, 9, 0, 0, 0, 0, 0]]))
-    assert np.linalg.norm(a.private_m1(0.5) - b.private_m1(0.5)) == pytest.approx(math.sqrt(2) * 0.5)
-    Q = np.eye(D)
-    assert np.linalg.norm(a.private_m2_product(Q, 0.5) - b.private_m2_product(Q, 0.5)) == \
-        pytest.approx(math.sqrt(2) * 0.5)
-    dd = a.private_m2_dense(0.5) - b.private_m2_dense(0.5)
-    assert np.linalg.norm(dd[np.triu_indices(D)]) == pytest.approx(math.sqrt(2) * 0.5)
-
-
 def test_doc_norms_match_the_dense_per_document_moments():
     # Brute force: m2_n = (c cᵀ − diag c)/(l(l−1)) formed densely; the unique-entry norm is that of its
     # upper triangle with the diagonal (what the dense release's noise is added to).
@@ -761,7 +575,6 @@ def test_doc_norms_match_the_dense_per_document_moments():
         assert n2u[i] == pytest.approx(np.linalg.norm(m2[np.triu_indices(D)]))
 
 
-# ------------------------------------------------------------------ math pieces
 def test_assembled_tensor_equals_lda_moment_in_expectation_of_noise():
     # Without noise the assembly is the plug-in LDA tensor; the plug-in and
     # the U-statistic differ by O(1/N): |ΔT| ≲ a few · max|T| / N at N = 4000.
@@ -825,72 +638,6 @@ def test_budget_split_composes_to_the_request():
     assert all(b.multiplier > plan[s].multiplier for s, b in basic.items())
 
 
-@pytest.mark.parametrize("refine, unmix, working_vocab", [(2, 0, 100), (2, 0, None), (None, None, 100),
-                                                       (None, 2, None), (1, 1, 100), (0, 0, 100)])
-def test_budget_plan_fractions(refine, unmix, working_vocab):
-    # Each stage's part of 1/m² (μ-GDP) is the documented fraction of the budget, and all compose to ε.
-    r = pf.resolve_refinement(200, 5, refine, unmix, None, working_vocab)
-    plan = pf.budget_plan(lda_private.PrivateSpectralConfig(1.0, 1e-6), r)
-    part = {s: n.mu2 for s, n in plan.items()}
-    total = sum(part.values())
-    frac = {s: v / total for s, v in part.items()}
-    assert r.scan == ("scan" in frac) and frac.get("scan", pf.SCAN_BUDGET) == pytest.approx(pf.SCAN_BUDGET)
-    refinement = r.refine_budget * (1 - pf.SCAN_BUDGET) if r.active else 0.0
-    assert r.refine_budget == (pf.DEFAULT_REFINE_BUDGET_TAIL if r.tail else pf.DEFAULT_REFINE_BUDGET)
-    tail = (pf.TAIL_SHARE_UNMIX if r.unmix else pf.TAIL_SHARE) * refinement if r.tail else 0.0
-    assert frac.get("tail_sstats", 0.0) + frac.get("tail_gram", 0.0) == pytest.approx(tail)
-    assert frac.get("tail_gram", 0.0) == pytest.approx(pf.TAIL_GRAM_SHARE * tail)
-    per_pass = (refinement - tail) / max(r.unmix + r.refine, 1)
-    assert frac.get("em_sstats", 0.0) == pytest.approx(per_pass * r.refine)
-    assert frac.get("unmix_sstats", 0.0) + frac.get("unmix_gram", 0.0) == pytest.approx(per_pass * r.unmix)
-    assert frac.get("unmix_gram", 0.0) == pytest.approx(pf.UNMIX_GRAM_SHARE * per_pass * r.unmix)
-    assert plan.get("unmix_sstats", plan["m1"]).count == (r.unmix or 1)
-    spectral = sum(v for s, v in frac.items() if s in lda_private.STAGES)
-    assert spectral == pytest.approx((1 - pf.SCAN_BUDGET if r.scan else 1) - refinement)
-    assert mechanisms.gaussian_epsilon(math.sqrt(1 / total), 1e-6) == pytest.approx(1.0, rel=1e-4)
-
-
-def test_refinement_defaults():
-    r = pf.resolve_refinement(5000, 10)
-    assert (r.working_vocab, r.scan, r.tail, r.unmix, r.refine) == (1000, True, True, pf.DEFAULT_UNMIX, 0)
-    r2 = pf.resolve_refinement(5000, 10, refine=2)  # asking for EM turns the default unmixing pass off
-    assert (r2.unmix, r2.refine, r2.tail, r2.refine_budget) == (0, 2, True, pf.DEFAULT_REFINE_BUDGET_TAIL)
-    r0 = pf.resolve_refinement(5000, 10, refine=0)
-    assert not r0.active and not r0.scan and r0.working_vocab == 5000
-    assert pf.resolve_refinement(500, 10).tail is False  # 100·k ≥ d: the spectral stage sees every word
-    # k > 40: the default working vocabulary stops at the dense whitening's limit (not 100·k words, which
-    # would switch to the power form), with a tail release whenever that is fewer than d words.
-    cap = lda_private.DENSE_WHITENING_MAX_WORDS
-    r50 = pf.resolve_refinement(20_000, 50)
-    assert r50.working_vocab == cap and r50.tail and lda_private.whitening_form("auto", r50.working_vocab) == "dense"
-    assert pf.resolve_refinement(4_500, 50).working_vocab == cap
-    assert pf.resolve_refinement(3_000, 50).working_vocab == 3_000 and not pf.resolve_refinement(3_000, 50).tail
-    assert pf.resolve_refinement(20_000, 50, working_vocab=5_000).working_vocab == 5_000  # asked for: kept
-
-
-def test_whitening_noise_level_counts_the_m1_identity_shift(monkeypatch):
-    # 2σ(√d + √p) + a2·v; a spectrum that is only the shift a2·v (M̂2 ≈ −a2(M̂1M̂1ᵀ − vI) with E2 ≈ 0) is below it.
-    assert lda_private.whitening_noise_level(0.5, 16, 9, 0.25) == pytest.approx(2 * 0.5 * (4 + 3) + 0.25)
-    # Regression: when the noisy histogram's quantile lands on a spurious bin at the grid's bottom, C2 ≈ 1e-7
-    # clips every m2_n to ≈ 0 and the whitening sees only the shift (10 equal eigenvalues; a 395-document
-    # corpus at ε = 2 returned topics of NPMI −0.71 from it). Forcing that C2 must give the budget error.
-    from distdp.lda.private import pipeline as pp
-    from distdp.lda.pipeline import LocalBackend, SpectralParams
-
-    real = pp._release_counts
-
-    def tiny_c2(*args):
-        n_hat, tokens_hat, c1, _ = real(*args)
-        return n_hat, tokens_hat, c1, 1e-7
-
-    monkeypatch.setattr(pp, "_release_counts", tiny_c2)
-    c = sample_corpus(400, 300, 5, np.random.default_rng(2), alpha0=1.0, doc_length=100)
-    cfg = lda_private.PrivateSpectralConfig(2.0, 1e-6)
-    with pytest.raises(ValueError, match="budget cannot be met"):
-        pp.fit_spectral_private(LocalBackend([Shard(c.counts)]), 300, SpectralParams(k=5, alpha0=1.0), cfg,
-                                np.random.default_rng(0), plan=lda_private.plan_noise(cfg))
-
-
 def test_whitening_form_and_its_releases():
     cap = lda_private.DENSE_WHITENING_MAX_WORDS
     assert lda_private.whitening_form("auto", cap) == "dense"
@@ -917,447 +664,6 @@ def test_whitening_form_and_its_releases():
     assert ratio == pytest.approx(math.sqrt(power.eig_iters + 1))
     with pytest.raises(ValueError, match="private fits only"):
         api.fit_lda(sp.csr_matrix(np.ones((5, 4))), 2, backend="local", whitening="dense", progress=False)
-
-
-@pytest.mark.parametrize("topup", [False, True])
-def test_matrix_free_whitening_equals_the_dense_release(monkeypatch, topup):
-    """The matrix-free whitening computes the dense form's release without forming it: with the noise matrices
-    drawn from the same entropy, its eigenpairs are those of the formed matrix ``(S + N)/n̂ − a2 m1m1ᵀ + a2v``
-    (S the dense clipped sum; with the top-up, N the precision average of both draws). LOBPCG stops at
-    residual ≤ MATRIX_FREE_TOL × noise level per pair; the Rayleigh–Ritz pairs then obey Davis–Kahan,
-    sin Θ ≤ √k·tol/(λ_k − λ_{k+1}) (gap of the formed matrix), and eigenvalues to that tol."""
-    from distdp.lda import pipeline
-    from distdp.lda.private import pipeline as pp
-
-    monkeypatch.setattr(lda_private, "WHITENING_TOPUP_SNR", 1e9 if topup else 0.0)
-    c = sample_corpus(3000, 150, 5, np.random.default_rng(4), alpha0=1.0, doc_length=80)
-    backend = pipeline.LocalBackend([Shard(c.counts[:1500]), Shard(c.counts[1500:])])
-    cfg = lda_private.PrivateSpectralConfig(8.0, 1e-6, dense_whitening=True, matrix_free=True)
-    plan = lda_private.split_whitening(lda_private.plan_noise(cfg))
-    coef = moments.MomentCoefficients(1.0)
-    d, k, p, n_hat, c2 = 150, 5, 15, 2990.0, 0.05
-    m1 = np.asarray(c.counts.sum(axis=0)).ravel() / c.counts.sum()
-    m1_var, sens = 1e-9, math.sqrt(2) * c2
-    ledger = PrivacyLedger()
-    rel = pp._whitening_matrix_free(backend, d, k, p, coef, n_hat, m1, m1_var, c2, sens,
-                                    _Noise(plan, np.random.default_rng(9), ledger), np.random.default_rng(10),
-                                    pipeline.Stages(None))
-    # The reference: the same two operators' matrices (each draws its entropy from the noise generator in turn).
-    gen = np.random.default_rng(9)
-    s1 = plan["m2_whitening"].multiplier * sens
-    n1 = mechanisms.SymmetricNoiseOperator(d, s1, gen).dense()
-    s2 = plan["m2_whitening_topup"].multiplier * sens
-    n2 = mechanisms.SymmetricNoiseOperator(d, s2, gen).dense()
-    noise = lda_private.combine_releases(n1, s1, n2, s2)[0] if topup else n1
-    S = sum(sh.private_m2_dense(c2) for sh in (Shard(c.counts[:1500]), Shard(c.counts[1500:])))
-    vals, vecs = np.linalg.eigh((S + noise) / n_hat - coef.a2 * np.outer(m1, m1))
-    vals, vecs = vals[::-1] + coef.a2 * m1_var, vecs[:, ::-1]
-    assert rel.topup["made"] == topup and [r.stage for r in ledger.releases] == (
-        ["m2_whitening", "m2_whitening_topup"] if topup else ["m2_whitening"])
-    assert rel.sigma == pytest.approx(lda_private.combine_releases(n1, s1, n2, s2)[1] if topup else s1)
-    order = np.argsort(rel.vals)[::-1][:k]
-    tol = pp.MATRIX_FREE_TOL * lda_private.whitening_noise_level(rel.sigma / n_hat, d, 0, coef.a2 * m1_var)
-    assert np.max(np.abs(rel.vals[order] - vals[:k])) <= tol
-    top = rel.basis @ rel.vecs[:, order]
-    assert np.sin(subspace_angles(vecs[:, :k], top).max()) <= math.sqrt(k) * tol / (vals[k - 1] - vals[k])
-    # E2 in the basis is the formed release's, as the whitened tensor's assembly needs.
-    np.testing.assert_allclose(rel.e2, rel.basis.T @ ((S + noise) / n_hat) @ rel.basis, rtol=1e-9, atol=1e-15)
-    assert rel.solver["form"] == "matrix-free" and rel.solver["converged"]
-
-
-def test_matrix_free_whitening_leaves_the_shards_results_alone(corpus_p, monkeypatch):
-    # One shard's result is returned as is by the reduction, and on Ray (one actor, results ≥ 100 kB) it is
-    # a read-only zero-copy array: the noise must not be added in place (it was: "output array is read-only").
-    real = Shard.private_m2_product
-
-    def read_only(self, *args):
-        out = real(self, *args)
-        out.flags.writeable = False
-        return out
-
-    monkeypatch.setattr(Shard, "private_m2_product", read_only)
-    m = api.fit_lda(corpus_p.counts, 5, backend="local", workers=1, epsilon=8.0, delta=1e-6, seed=0,
-                    reproducible=True, progress=False, coherence=False, whitening="matrix-free", refine=0, unmix=0)
-    assert m.info["corpus"]["whitening"].startswith("matrix-free (LOBPCG")
-
-
-def test_a_pass_releases_its_support_only(corpus_p, monkeypatch):
-    # The default's second pass starts from the first one's solve, so it releases Q only where that solve is above
-    # PASS_SUPPORT deviations (lda_private.pass_support): Q is exactly 0 elsewhere, no noise added there, the word
-    # scales 0. The shards' results are read-only, as one Ray actor's are, so the noise must go in out of place;
-    # the ledger says it.
-    real_stats, real_solve, seen = Shard.unmix_statistics, lda_private.unmix_topics, []
-
-    def read_only(self, *args):
-        q, g = real_stats(self, *args)
-        q.flags.writeable = g.flags.writeable = False
-        return q, g
-
-    def capture(q, g, sigma, threshold, symmetric=True, scales=None, **kw):
-        seen.append((np.array(q), None if scales is None else np.array(scales), sigma))
-        return real_solve(q, g, sigma, threshold, symmetric, scales, **kw)
-
-    monkeypatch.setattr(Shard, "unmix_statistics", read_only)
-    monkeypatch.setattr(lda_private, "unmix_topics", capture)
-    m = api.fit_lda(corpus_p.counts, 5, backend="local", workers=1, epsilon=8.0, delta=1e-6, seed=0,
-                    reproducible=True, progress=False, coherence=False)
-    passes = [(q, S, sigma) for q, S, sigma in seen if S is not None]       # the tail release has no scales
-    assert len(passes) == 2
-    q, S, sigma = passes[1]
-    off = S == 0
-    assert 0 < off.sum() < off.size and not q[off].any()
-    assert np.all(q[~off] != 0) and sigma > 0
-    note = next(r["note"] for r in m.info["privacy"]["ledger"] if r["stage"] == "unmix_sstats")
-    assert "pass_support" in note and "solve_on_support" in note
-
-
-def test_private_matrix_free_fit_keeps_its_seed_and_no_dense_matrix(monkeypatch):
-    """A private (OS-entropy) matrix-free fit: its noise seed appears nowhere in the model's record, and no
-    d×d array is allocated during the whitening (tracemalloc peak below a third of one, 128 MB at d = 4,000:
-    the noise tiles are 8 MB; measured 30 MiB). The iteration cap, when hit, is said in the record."""
-    import json
-    import tracemalloc
-
-    from distdp.lda.private import pipeline as pp
-
-    seeds = []
-    real_init = mechanisms.SymmetricNoiseOperator.__init__
-
-    def spy(self, *args, **kwargs):
-        real_init(self, *args, **kwargs)
-        seeds.extend(self._entropy)
-
-    monkeypatch.setattr(mechanisms.SymmetricNoiseOperator, "__init__", spy)
-    d = 4000
-    c = sample_corpus(3000, d, 5, np.random.default_rng(3), alpha0=1.0, doc_length=60)
-    real = pp._whitening_matrix_free
-    peaks = []
-
-    def traced(*args):
-        tracemalloc.start()
-        try:
-            return real(*args)
-        finally:
-            peaks.append(tracemalloc.get_traced_memory()[1])
-            tracemalloc.stop()
-
-    monkeypatch.setattr(pp, "_whitening_matrix_free", traced)
-    monkeypatch.setattr(pp, "MATRIX_FREE_MAX_PRODUCTS", 3)
-    m = api.fit_lda(c.counts, 5, backend="local", epsilon=1e5, delta=1e-6, progress=False, coherence=False,
-                    refine=0, unmix=0, whitening="matrix-free")
-    assert m.info["privacy"]["private"] and len(seeds) == 4 and peaks and max(peaks) < 8 * d * d / 3
-    record = json.dumps(m.info, default=lambda o: np.asarray(o).tolist())
-    assert not any(str(s) in record for s in seeds)
-    assert "stopped at its iteration cap" in m.info["corpus"]["whitening"]
-
-
-def test_noise_is_gaussian_with_the_recorded_scale():
-    plan = lda_private.plan_noise(lda_private.PrivateSpectralConfig(1.0, 1e-6))
-    ledger = PrivacyLedger()
-    noise = _Noise(plan, np.random.default_rng(6), ledger)
-    z = noise.add("m1", np.zeros(20_000), 0.7)
-    sigma = ledger.releases[0].noise_scale
-    assert sigma == pytest.approx(plan["m1"].multiplier * 0.7)
-    assert stats.kstest(z / sigma, "norm").pvalue > 1e-3  # fixed seed; rejects a wrong scale by 1% at this n
-    M = noise.add("m2_whitening", np.zeros((300, 300)), 0.5, symmetric2=True)
-    np.testing.assert_array_equal(M, M.T)
-    upper = M[np.triu_indices(300)] / (plan["m2_whitening"].multiplier * 0.5)
-    assert stats.kstest(upper, "norm").pvalue > 1e-3  # the unique entries (diagonal included) are N(0, σ²)
-    T = noise.add("whitened_tensor", np.zeros((4, 4, 4)), 1.0, symmetric3=True)
-    np.testing.assert_allclose(T, T.transpose(1, 0, 2))
-    np.testing.assert_allclose(T, T.transpose(0, 2, 1))
-
-
-def _audit(plan, noise_factor: float, runs: int, rng) -> float:
-    """Empirical lower bound on ε of the m1 release for the worst-case neighbouring pair.
-
-    ``runs`` noisy releases on each corpus (noise multiplied by
-    ``noise_factor``); likelihood-ratio threshold tests on the projection onto
-    the difference; Clopper–Pearson (99%) bounds on their error rates give
-    ``ε ≥ log((TPR − δ)/FPR)`` for the best threshold.
-    """
-    delta = 1e-6
-    a = Shard(csr([[9, 0, 0, 0, 0, 0, 0], [1, 2, 3, 0, 0, 0, 0]]))
-    b = Shard(csr([[0, 9, 0, 0, 0, 0, 0], [1, 2, 3, 0, 0, 0, 0]]))
-    xa, xb = a.private_m1(0.5), b.private_m1(0.5)
-    sens = math.sqrt(2) * 0.5 * noise_factor
-    ra = np.array([_Noise(plan, rng, PrivacyLedger()).add("m1", xa, sens) for _ in range(runs)])
-    rb = np.array([_Noise(plan, rng, PrivacyLedger()).add("m1", xb, sens) for _ in range(runs)])
-    u = (xa - xb) / np.linalg.norm(xa - xb)
-    pa, pb = ra @ u, rb @ u
-    best = 0.0
-    for t in np.quantile(np.concatenate([pa, pb]), np.linspace(0.02, 0.98, 49)):
-        n_b, n_a = int((pb > t).sum()), int((pa > t).sum())
-        fp = stats.beta.ppf(0.995, n_b + 1, runs - n_b)        # upper bound on P_b(reject)
-        tp = stats.beta.ppf(0.005, n_a, runs - n_a + 1) if n_a else 0.0  # lower bound on P_a(reject)
-        if tp - delta > 0 and fp > 0:
-            best = max(best, math.log((tp - delta) / fp))
-    return best
-
-
-def test_black_box_audit_stays_below_the_claim():
-    # The audit of the real release stays below the release's ε; the same
-    # audit flags a release whose noise is 4× too small (its lower bound
-    # exceeds the claim), so it has the power to catch a miscalibration.
-    plan = lda_private.plan_noise(lda_private.PrivateSpectralConfig(8.0, 1e-6))
-    claimed = mechanisms.gaussian_epsilon(plan["m1"].multiplier, 1e-6)
-    rng = np.random.default_rng(7)
-    assert _audit(plan, 1.0, 5000, rng) <= claimed
-    assert _audit(plan, 0.25, 5000, rng) > claimed
-
-
-# ------------------------------------------------------------------ end to end
-@pytest.fixture(scope="module")
-def corpus_p():
-    return sample_corpus(20_000, 200, 5, np.random.default_rng(7), alpha0=1.0)
-
-
-@pytest.mark.parametrize("mechanism, whitening", [("whitened", None), ("power", None), ("whitened", "power"),
-                                                  ("whitened", "matrix-free")])
-def test_large_epsilon_recovers_topics(corpus_p, mechanism, whitening):
-    # Five seeds (1–5) measured L1 at ε = 50 against 0.016 non-private, with the two default unmixing
-    # passes (the second on its support, lda_private.pass_support) and the tail's word scales: whitened / power
-    # mechanism 0.0160–0.0179 / 0.0155–0.0184 with the dense whitening (the default here; its early rung was the
-    # whole whitening in all ten, lda_private.split_early), whitened 0.0147–0.0158 with the power-method
-    # whitening, 0.0154–0.0192 with the matrix-free one. Before the rung and the scales: 0.0158–0.0182 /
-    # 0.0158–0.0176, 0.0147–0.0158, 0.0154–0.0192. Releasing every entry: 0.0161–0.0189 / 0.0165–0.0183
-    # (its second release not made, lda_private.split_whitening; 0.0160–0.0194 /
-    # 0.0165–0.0183 with one whitening release), whitened 0.0150–0.0165 with the power-method
-    # whitening (0.0160–0.0195 / 0.0166–0.0184
-    # / 0.0151–0.0165 with the hard threshold instead of the firm one, lda_private.threshold_noisy;
-    # before the solves' mixing was aligned, lda_private.align_mixing: 0.0160–0.0196 / 0.0165–0.0186 /
-    # 0.0152–0.0165; one pass: 0.019–0.022 / 0.017–0.023, and 0.016–0.018). Tolerance: 1.5× the
-    # non-private error (0.024), 24% above the largest of the 20 (it was 2× with one pass). The matrix-free
-    # form of the dense release (its own noise draws), releasing every entry: 0.0156–0.0193 on the same seeds.
-    base = api.fit_lda(corpus_p.counts, 5, backend="local", seed=0, progress=False, coherence=False)
-    m = api.fit_lda(corpus_p.counts, 5, backend="local", epsilon=50, delta=1e-6, seed=1, reproducible=True,
-                    progress=False, mechanism=mechanism, whitening=whitening)
-    err = lda.matched_l1(m.topic_word, corpus_p.topic_word)[0]
-    assert err <= 1.5 * lda.matched_l1(base.topic_word, corpus_p.topic_word)[0]
-    pv = m.info["privacy"]
-    assert not pv["private"] and pv["guarantee"].startswith("none")
-    # 200 words: the default whitening releases the dense second moment once (here its early rung suffices,
-    # lda_private.split_early); "power" takes eig_iters + 1 products.
-    m2 = next(r for r in pv["ledger"] if r["stage"].startswith("m2_whitening"))
-    assert m2["stage"] == ("m2_whitening_early" if whitening is None else "m2_whitening")
-    once = whitening in (None, "matrix-free")
-    described = {None: "dense", "power": "power method, 7 products"}.get(whitening, "matrix-free (LOBPCG, ")
-    assert m.info["corpus"]["whitening"].startswith(described)
-    assert m2["count"] == (1 if once else 7) and ("Analyze Gauss" in m2["note"]) == once
-    assert ("never formed" in m2["note"]) == (whitening == "matrix-free")
-
-
-def test_tensor_clip_keeps_alpha_near_the_truth():
-    """C3 clips the short single-topic documents that carry the tensor's signal, most of all a rare topic's;
-    its eigenvalues shrink and α = f(1/λ²) grows. Skewed α, 30-token documents, ε = 50 (noise negligible),
-    5 seeds measured mean |log(α̂_i/α_i)| (matched topics): 0.135–0.151 at the default C3 quantile 0.99
-    (0.147–0.159 with the power-method whitening), 0.342–0.351 at the former 0.9 (non-private: 0.020). The bound 0.2 sits above the default's spread and far
-    below the former value."""
-    from scipy.optimize import linear_sum_assignment
-
-    alpha = np.array([0.4, 0.25, 0.15, 0.12, 0.08])
-    c = sample_corpus(20_000, 200, 5, np.random.default_rng(7), alpha=alpha, doc_length=30)
-    m = api.fit_lda(c.counts, 5, backend="local", epsilon=50, delta=1e-6, seed=0, reproducible=True,
-                    progress=False, refine=0)
-    rows, cols = linear_sum_assignment(np.abs(m.topic_word[:, None, :] - c.topic_word[None, :, :]).sum(-1))
-    assert np.mean(np.abs(np.log(m.alpha[rows] / alpha[cols]))) <= 0.2
-
-
-def test_working_vocabulary_fit(corpus_p):
-    # 20 seeds measured L1 0.0155–0.0191 (median 0.0162) with the spectral stage on the 100 most frequent
-    # of 200 words (dense whitening, its second release not made: lda_private.split_whitening; 0.0153–0.0191,
-    # median 0.0161, with one whitening release), the tail release and two unmixing passes on all, their solves
-    # aligned (lda_private.align_mixing), averaged with the tail's and firm-thresholded
-    # (lda_private.threshold_noisy) (0.016 non-private on all 200; 0.0153–0.0192, median 0.0162, with the
-    # hard threshold; 0.0152–0.0192, median 0.0163, before the alignment). With one pass: 0.0164–0.0259, median 0.0196
-    # (0.0163–0.0258 without that average, lda_private.combine_unmixed; 0.0167–0.0259, median 0.020, before
-    # the pass's E-step floored the start's zeroed entries, lda_private.mixture_topics; with the
-    # power-method whitening 0.0175–0.026, median 0.019; without the pass's word scales: 0.020–0.029,
-    # median 0.024; with the unmixing weights also clipped at 1 instead of scaling every document to C:
-    # 0.017–0.036, median 0.025). Tolerance: 1.5× the non-private error (0.024), above the largest of
-    # the 20 by 26% (it was 2.1× with one pass).
-    base = api.fit_lda(corpus_p.counts, 5, backend="local", seed=0, progress=False, coherence=False)
-    m = api.fit_lda(corpus_p.counts, 5, backend="local", epsilon=50, delta=1e-6, seed=1, reproducible=True,
-                    progress=False, working_vocab=100)
-    assert m.topic_word.shape == (5, 200) and m.info["parameters"]["working_vocab"] == 100
-    assert "100 most frequent words" in m.info["method"]
-    assert lda.matched_l1(m.topic_word, corpus_p.topic_word)[0] <= 1.5 * lda.matched_l1(base.topic_word,
-                                                                                         corpus_p.topic_word)[0]
-    assert [r["stage"] for r in m.info["privacy"]["ledger"]][0] == "scan"
-    passes = pf.DEFAULT_UNMIX
-    assert "tail release" in m.info["method"] and pf._plural(passes, "private unmixing pass") + " " in m.info["method"]
-    note = next(r["note"] for r in m.info["privacy"]["ledger"] if r["stage"] == "unmix_sstats")
-    assert f"each zeroed entry at {lda_private.MIXTURE_FLOOR:g} of its noise deviation (mixture_topics)" in note
-    assert "averaged by precision with the previous release's solve" in note and "(combine_unmixed)" in note
-    assert (m.info["parameters"]["unmix"], m.info["parameters"]["refine"]) == (passes, 0)
-    assert m.info["parameters"]["word_scale_power"] == pytest.approx(1 / 3)
-    assert m.info["parameters"]["pass_support"] == lda_private.PASS_SUPPORT
-    ledger = m.info["privacy"]["ledger"]
-    assert [r["stage"] for r in ledger][-4:] == ["tail_gram", "tail_sstats", "unmix_gram", "unmix_sstats"]
-    assert [r["count"] for r in ledger][-4:] == [1, 1, passes, passes]      # one entry per stage, its releases counted
-    # Without EM the topics live on the working vocabulary only.
-    m0 = api.fit_lda(corpus_p.counts, 5, backend="local", epsilon=50, delta=1e-6, seed=1, reproducible=True,
-                     progress=False, working_vocab=100, refine=0)
-    assert (m0.topic_word > 0).sum(axis=1).max() <= 100
-
-
-@pytest.fixture
-def fixed_entropy(monkeypatch):
-    """The private path (report "OS entropy") with its entropy pinned: at ε = 2 on this corpus 1 of 40
-    seeds drew tail-release noise that makes G indefinite (a correct "cannot be met" failure) with the
-    power-method whitening, 0 of 40 with the dense one (the default here), so an unpinned run could
-    fail rarely. Seed 0 fits with both."""
-    monkeypatch.setattr(mechanisms, "private_generator", lambda: np.random.default_rng(0))
-
-
-def test_ledger_total_equals_budget_and_report(corpus_p, fixed_entropy):
-    m = api.fit_lda(corpus_p.counts, 5, backend="local", epsilon=2.0, delta=1e-6, refine=2, progress=False,
-                    working_vocab=100)
-    pv = m.info["privacy"]
-    assert pv["private"] and pv["guarantee"] == "proven" and pv["noise_source"] == "OS entropy"
-    assert 2.0 * (1 - 1e-6) <= pv["epsilon"] <= 2.0 and pv["delta"] == 1e-6
-    stages = [r["stage"] for r in pv["ledger"]]
-    assert stages == ["scan", "counts", "m1", "m2_whitening", "tensor_bounds", "whitened_tensor", "tail_gram",
-                      "tail_sstats", "em_sstats"]
-    em = pv["ledger"][-1]
-    cap = m.info["parameters"]["norm_cap"]
-    assert em["count"] == 2 and em["sensitivity"] == pytest.approx(lda_private.em_sensitivity(cap))
-    assert [r["sensitivity"] for r in pv["ledger"][-3:-1]] == pytest.approx(lda_private.tail_sensitivities(cap)[::-1])
-    assert "refine" not in m.info and "n_docs_used" not in m.info["corpus"]
-    assert "omitted" in m.info["coherence"]
-    rebuilt = PrivacyLedger.from_dict({"releases": pv["ledger"]})
-    assert rebuilt.epsilon(1e-6) == pytest.approx(pv["epsilon"])
-
-
-@pytest.mark.parametrize("kwargs, needle", [
-    ({"epsilon": 1.0}, "both epsilon and delta"),
-    ({"epsilon": 1.0, "delta": 1e-6, "seed": 3}, "reproducible"),
-    ({"epsilon": 1.0, "delta": 1e-6, "mechanism": "laplace"}, "mechanism must be one of"),
-    ({"epsilon": -1.0, "delta": 1e-6}, "epsilon"),
-    ({"epsilon": 1.0, "delta": 1.5}, "delta"),
-    ({"epsilon": 1.0, "delta": 1e-6, "refine": 2, "refine_budget": 1.0}, "refine_budget"),
-    ({"epsilon": 1.0, "delta": 1e-6, "refine_budget": 0.0}, "refine_budget"),
-    ({"epsilon": 1.0, "delta": 1e-6, "unmix": -1}, "unmix must be an integer"),
-    ({"epsilon": 1.0, "delta": 1e-6, "unmix": 1.5}, "unmix must be an integer"),
-    ({"epsilon": 1.0, "delta": 1e-6, "refine": 1, "model": "stm"}, "model='lda' only"),
-    ({"epsilon": 1.0, "delta": 1e-6, "unmix": 1, "mechanism": "agn"}, "scalable mechanisms"),
-    ({"unmix": 1}, "private fits only"),
-    ({"epsilon": 1.0, "delta": 1e-6, "length_cap": 0}, "length_cap"),
-    ({"reproducible": True}, "private fits only"),
-    ({"working_vocab": 100}, "private fits only"),
-    ({"epsilon": 1.0, "delta": 1e-6, "working_vocab": 3}, "working_vocab"),
-    ({"epsilon": 1.0, "delta": 1e-6, "working_vocab": 201}, "working_vocab"),
-    ({"epsilon": 1.0, "delta": 1e-6, "mechanism": "agn", "working_vocab": 100}, "working_vocab"),
-    ({"epsilon": 1.0, "delta": 1e-6, "method": "simultaneous"}, "--method: not used by a private fit"),
-    ({"epsilon": 1.0, "delta": 1e-6, "tensor": "implicit", "eigensolver": "dense"}, "--tensor, --eigensolver: not"),
-    ({"epsilon": 1.0, "delta": 1e-6, "eig_iters": 3}, "eig_iters: not used"),
-    ({"epsilon": 1.0, "delta": 1e-6, "mechanism": "power", "n_restarts": 5}, "--restarts: not used"),
-])
-def test_bad_private_parameters(corpus_p, kwargs, needle):
-    with pytest.raises(ValueError, match=needle):
-        api.fit_lda(corpus_p.counts[:2000], 5, backend="local", progress=False, **kwargs)
-
-
-def test_budget_that_cannot_be_met_fails_clearly():
-    c = sample_corpus(300, 200, 5, np.random.default_rng(8))
-    with pytest.raises(BudgetNotMetError, match="privacy budget cannot be met") as err:
-        api.fit_lda(c.counts, 5, backend="local", epsilon=0.05, delta=1e-6, progress=False, seed=0,
-                    reproducible=True)
-    # The releases before the failure were made: the message says a rerun on the same data composes.
-    assert str(err.value).endswith(BudgetNotMetError.SPENT)
-    # The spectral stage ran on all 200 words (100·k ≥ d): the message names the flags that help.
-    assert "ran on 200 words" in str(err.value) and "--working-vocab 100" in str(err.value)
-    assert "--refine-budget" in str(err.value) and "--whitening" not in str(err.value)
-    # With the power-method whitening the message names the second-moment form first (far less budget).
-    with pytest.raises(BudgetNotMetError, match="privacy budget cannot be met") as err:
-        api.fit_lda(c.counts, 5, backend="local", epsilon=0.05, delta=1e-6, progress=False, seed=0,
-                    reproducible=True, whitening="power")
-    assert "power form" in str(err.value) and "--whitening dense (the default on 200 words)" in str(err.value)
-
-
-def test_cli_private_fit(tmp_path, capsys, monkeypatch):
-    # Entropy pinned (the report still says "OS entropy"): on this corpus at ε = 4 with two passes, 4 of
-    # 40 seeds draw noise that makes a noisy topic Gram matrix indefinite (a correct "cannot be met"
-    # failure; the same 4 before and after the word scales), so an unpinned run failed ~10% of the time.
-    monkeypatch.setattr(mechanisms, "private_generator", lambda: np.random.default_rng(1))
-    assert main(["make-corpus", str(tmp_path / "c"), "--docs", "5000", "--vocab-size", "150", "--topics", "3",
-                 "--seed", "1"]) == 0
-    assert main(["fit-lda", str(tmp_path / "c"), "--k", "3", "--out", str(tmp_path / "m"), "--local",
-                 "--epsilon", "4", "--delta", "1e-6", "--no-progress", "--unmix", "2", "--whitening", "dense",
-                 "--working-vocab", "auto"]) == 0
-    assert "privacy: private; epsilon = 4" in capsys.readouterr().out
-    info = json.loads((tmp_path / "m" / "model.json").read_text())
-    # make-corpus's prepare.json says its synthetic words are public: no --vocab-public needed
-    assert info["privacy"]["vocabulary"]["provenance"] == "public"
-    # "auto" on a vocabulary the default's 100·k words already cover: every word, nothing to restart.
-    assert info["parameters"]["working_vocab"] == 150 and "working_vocab_restart" not in info["corpus"]
-    with pytest.raises(SystemExit):
-        main(["fit-lda", str(tmp_path / "c"), "--k", "3", "--epsilon", "4", "--delta", "1e-6", "--working-vocab", "lots"])
-    assert "expected 'auto' or an integer, got 'lots'" in capsys.readouterr().err
-    pv = info["privacy"]
-    assert {"epsilon", "delta", "accounting", "unit", "ledger"} <= set(pv)
-    assert info["parameters"]["unmix"] == 2 and "2 private unmixing passes" in info["method"]
-    unmix = [r for r in pv["ledger"] if r["stage"] == "unmix_sstats"]
-    assert len(unmix) == 1 and unmix[0]["count"] == 2
-    assert info["corpus"]["whitening"] == "dense"
-
-
-def test_vocabulary_built_from_private_text_is_reported(tmp_path, fixed_entropy):
-    from distdp.io.corpus import write_corpus
-
-    c = sample_corpus(3000, 100, 3, np.random.default_rng(9))
-    meta = {"vocab_from_private_data": True}
-    write_corpus(tmp_path / "c", c.counts, 1, [f"w{i}" for i in range(100)], None,
-                 {"prepare.json": lambda p: p.write_text(json.dumps(meta))})
-    m = api.fit_lda(str(tmp_path / "c"), 3, backend="local", epsilon=8, delta=1e-6, progress=False)
-    pv = m.info["privacy"]
-    assert not pv["private"] and "WITHOUT differential privacy" in pv["vocabulary"]["source"]
-
-
-@pytest.mark.parametrize("mechanism, proven", [("config1", True), ("agn", True), ("avn", True), ("config2", False),
-                                               ("config1-paper", True)])
-def test_dense_mechanisms_through_fit_lda(mechanism, proven):
-    # The papers' small-vocabulary mechanisms (distdp.lda.private.dense) behind the same API and report;
-    # only the ones whose sensitivities hold unconditionally claim a guarantee.
-    c = sample_corpus(5000, 20, 3, np.random.default_rng(10))
-    m = api.fit_lda(c.counts, 3, backend="local", epsilon=200.0, delta=1e-6, mechanism=mechanism, progress=False)
-    pv = m.info["privacy"]
-    assert pv["private"] is proven
-    assert pv["guarantee"] == ("proven" if proven else "paper claim, conditions unchecked")
-    assert pv["epsilon"] <= 200.0 * (1 + 1e-9) and pv["ledger"]
-    assert m.topic_word.shape == (3, 20)
-
-
-def test_config2_with_declared_bounds_through_fit_lda(tmp_path):
-    # The declaration (text form, as --declared-bounds) is half the corpus's σ_k and smallest gap and 1.5× its
-    # σ_1 and ‖M3‖_F: at ε = 200 (ε0 = 20) the test needs a margin of ln(1/(2δ0))/ε0 ≈ 0.7 documents, and
-    # this corpus has hundreds, so it passes (a failure would need Laplace(0.05) < −hundreds).
-    from distdp.lda.private import dense as lda_dense
-
-    c = sample_corpus(5000, 20, 3, np.random.default_rng(10))
-    part = lda_dense.dense_moment_partial(c.counts)
-    M2, M3 = lda_dense.lda_moments(part, 1.0, 5000)
-    lam = np.sort(np.linalg.eigvalsh(M2))[::-1]
-    text = (f"sigma_k={lam[2] / 2},gap={(lam[:3] - lam[1:4]).min() / 2},sigma_1={1.5 * lam[0]},"
-            f"m3_norm={1.5 * np.linalg.norm(M3)}")
-    m = api.fit_lda(c.counts, 3, backend="local", epsilon=200.0, delta=1e-6, mechanism="config2",
-                    declared_bounds=text, progress=False, out=tmp_path / "m")
-    pv = m.info["privacy"]
-    assert pv["private"] and pv["guarantee"] == "proven" and pv["delta_reserved"] == pytest.approx(5e-7)
-    assert pv["epsilon"] <= 200.0 * (1 + 1e-9) and pv["ledger"][0]["mechanism"] == "laplace"
-    saved = json.loads((tmp_path / "m" / "model.json").read_text())["privacy"]
-    assert saved["delta_reserved"] == pytest.approx(5e-7)
-    with pytest.raises(ValueError, match="config2 only"):
-        api.fit_lda(c.counts, 3, backend="local", epsilon=1.0, delta=1e-6, mechanism="agn",
-                    declared_bounds=text, progress=False)
-    with pytest.raises(ValueError, match="private fits only"):
-        api.fit_lda(c.counts, 3, backend="local", declared_bounds=text, progress=False)
-
-
-def test_dense_mechanisms_refuse_large_vocabularies():
-    c = sample_corpus(500, 3000, 3, np.random.default_rng(11))
-    with pytest.raises(ValueError, match="whitened"):
-        api.fit_lda(c.counts, 3, backend="local", epsilon=1.0, delta=1e-6, mechanism="agn", progress=False)
 
 
 def _mu2(plan: dict) -> dict:
@@ -1411,69 +717,6 @@ def test_needs_topup_and_combine_releases():
     value, sigma = lda_private.combine_releases(first, s / math.sqrt(a), second, s / math.sqrt(1 - a))
     assert sigma == pytest.approx(s)
     assert abs(value.std() - s) <= 4 * s / math.sqrt(2 * n)
-
-
-@pytest.mark.parametrize("whitening, branch", [("dense", "early"), ("dense", "first"), ("dense", "topup"),
-                                               ("matrix-free", "first"), ("matrix-free", "topup")])
-def test_whitening_topup_branches(corpus_p, monkeypatch, whitening, branch):
-    # Every branch of the adaptive whitening, in both forms of its release: the early rung alone (dense only),
-    # the first release without the top-up, the top-up. The ledger has exactly the releases made, the unmade
-    # ones' budget is in the passes' Q, and each branch spends exactly the requested ε.
-    dense = whitening == "dense"
-    if branch == "first" and dense:     # the early rung falls short, the first release suffices
-        answers = iter([True, False])
-        monkeypatch.setattr(lda_private, "needs_topup", lambda eig, level, ratio=None: next(answers))
-    else:
-        monkeypatch.setattr(lda_private, "WHITENING_TOPUP_SNR", 1e9 if branch == "topup" else 0.0)
-    made = branch == "topup"
-    seen = []
-    share_of = lda_private.working_share
-    monkeypatch.setattr(lda_private, "working_share", lambda f, c: seen.append((f, c)) or share_of(f, c))
-    m = api.fit_lda(corpus_p.counts, 5, backend="local", epsilon=4.0, delta=1e-6, seed=0, reproducible=True,
-                    progress=False, working_vocab=100, coherence=False, whitening=whitening)
-    # The working words' share of the tokens is recorded, from the scan's released frequencies over the
-    # working columns chosen from them.
-    (freq, cols), = seen
-    np.testing.assert_array_equal(cols, lda_private.working_columns(freq, 100))
-    assert m.info["corpus"]["working_vocab_token_share"] == share_of(freq, cols)
-    pv = m.info["privacy"]
-    assert 4.0 * (1 - 1e-6) <= pv["epsilon"] <= 4.0
-    stages = [r["stage"] for r in pv["ledger"]]
-    whitening_stages = [s for s in stages if s.startswith("m2_whitening")]
-    assert whitening_stages == ((["m2_whitening_early"] if dense else []) + (["m2_whitening"] if branch != "early"
-                                                                            else []) + (["m2_whitening_topup"] if made else []))
-    record = m.info["corpus"]["whitening_topup"]
-    assert record["made"] == made and record["early"] == (branch == "early")
-    assert record["threshold"] == lda_private.WHITENING_TOPUP_SNR
-    assert (record["first_release_ratio"] is None) if branch == "early" else record["first_release_ratio"] > 0
-    assert ("early_ratio" in record) == dense and "probe_ratio" not in record
-    r = pf.resolve_refinement(200, 5, None, None, None, 100)
-    plan = pf.budget_plan(pf.spectral_config(4.0, 1e-6, r), r)
-    expect = lda_private.split_early(plan) if dense else plan
-    if branch == "early":
-        expect = lda_private.move_budget(expect, "m2_whitening", "unmix_sstats")
-    if not made:
-        expect = lda_private.move_budget(expect, "m2_whitening_topup", "unmix_sstats")
-    assert sum(_mu2(expect).values()) == pytest.approx(sum(_mu2(plan).values()))
-    cap = m.info["parameters"]["norm_cap"]
-    q = next(x for x in pv["ledger"] if x["stage"] == "unmix_sstats")
-    assert q["noise_scale"] == pytest.approx(expect["unmix_sstats"].multiplier * lda_private.tail_sensitivities(cap)[0])
-    if dense:   # the rung: 0.15 of the whitening's μ², the same statistic as the first release
-        rung = next(x for x in pv["ledger"] if x["stage"] == "m2_whitening_early")
-        assert rung["noise_scale"] / (rung["sensitivity"] * plan["m2_whitening"].multiplier) == pytest.approx(
-            math.sqrt(lda_private.WHITENING_FIRST_SHARE / lda_private.WHITENING_EARLY_SHARE))
-        assert "the early rung" in rung["note"]
-    if branch == "early":
-        return
-    first = next(x for x in pv["ledger"] if x["stage"] == "m2_whitening")
-    assert first["count"] == 1 and "the first of up to two releases" in first["note"]
-    if made:    # the same statistic again: same sensitivity, the plan's two noise scales
-        again = next(x for x in pv["ledger"] if x["stage"] == "m2_whitening_topup")
-        assert again["count"] == 1 and again["sensitivity"] == pytest.approx(first["sensitivity"])
-        assert again["noise_scale"] / first["noise_scale"] == pytest.approx(
-            expect["m2_whitening_topup"].multiplier / expect["m2_whitening"].multiplier)
-    rebuilt = PrivacyLedger.from_dict({"releases": pv["ledger"]})
-    assert rebuilt.epsilon(1e-6) == pytest.approx(pv["epsilon"])
 
 
 def test_probe_and_restart_plans_keep_the_total():
@@ -1538,92 +781,3 @@ def test_probe_and_restart_plans_keep_the_total():
         == [2000, 1500, 4000, 5000]
     assert lda_private.should_restart(1.79, 1.79) and not lda_private.should_restart(1.78, 1.79)
     assert not lda_private.should_restart(float("nan"), 1.79)
-
-
-@pytest.fixture(scope="module")
-def corpus_wide():
-    # k = 5: the default working vocabulary is 500 of these 1,200 words, the restart's 1,000.
-    return sample_corpus(20_000, 1200, 5, np.random.default_rng(11), alpha0=1.0)
-
-
-@pytest.mark.parametrize("gate, snr, made", [(0.0, 0.0, None), (1.0, 1e9, False), (1.0, 0.0, True)])
-def test_working_vocab_restart_branches(corpus_wide, monkeypatch, gate, snr, made):
-    # The three branches of the adaptive working vocabulary, forced through its gates: no probe (the token
-    # share above the gate: the shipped releases), a probe without a restart (probe and rest, same budget),
-    # a restart (the probe's releases renamed *_probe and kept in the ledger, the fit redone on 1,000 words).
-    # Each spends exactly the requested ε, and the record says what happened.
-    monkeypatch.setattr(lda_private, "RESTART_TOKEN_SHARE", gate)
-    monkeypatch.setattr(lda_private, "restart_snr", lambda plan: snr)
-    m = api.fit_lda(corpus_wide.counts, 5, backend="local", epsilon=4.0, delta=1e-6, seed=0, reproducible=True,
-                    progress=False, coherence=False, working_vocab="auto")
-    pv = m.info["privacy"]
-    assert 4.0 * (1 - 1e-6) <= pv["epsilon"] <= 4.0
-    assert PrivacyLedger.from_dict({"releases": pv["ledger"]}).epsilon(1e-6) == pytest.approx(pv["epsilon"])
-    stages = [x["stage"] for x in pv["ledger"]]
-    record = m.info["corpus"]["working_vocab_restart"]
-    assert record["words"] == 500 and record["restart_words"] == 1000
-    assert record["probed"] == (made is not None) and record["made"] == bool(made)
-    assert m.info["parameters"]["working_vocab"] == (1000 if made else 500)
-    assert ("m2_whitening_probe" in stages) == (made is not None)
-    assert ("counts_probe" in stages) == ("m1_probe" in stages) == bool(made)
-    assert stages.count("counts") == stages.count("m1") == 1
-    # Unprobed, the fit is the default: its whitening starts with the early rung (lda_private.split_early).
-    assert ("m2_whitening_early" in stages) == (made is None)
-    if made is None:
-        assert record["probe_ratio"] is None and "probe_ratio" not in m.info["corpus"]["whitening_topup"]
-        return
-    assert stages.count("m2_whitening") == 1
-    assert record["probe_ratio"] > 0 and record["threshold"] == snr
-    r = pf.resolve_refinement(1200, 5, working_vocab="auto")
-    plan = lda_private.split_probe(pf.budget_plan(pf.spectral_config(4.0, 1e-6, r), r))
-    probe = next(x for x in pv["ledger"] if x["stage"] == "m2_whitening_probe")
-    first = next(x for x in pv["ledger"] if x["stage"] == "m2_whitening")
-    if not made:
-        # The probe, then the rest of the first release on the same 500 words: same sensitivity, the plan's
-        # two noise scales; the top-up's record carries the probe's ratio.
-        assert stages.index("m2_whitening_probe") + 1 == stages.index("m2_whitening")
-        assert first["sensitivity"] == pytest.approx(probe["sensitivity"])
-        assert first["noise_scale"] / probe["noise_scale"] == pytest.approx(
-            plan["m2_whitening"].multiplier / plan["m2_whitening_probe"].multiplier)
-        assert m.info["corpus"]["whitening_topup"]["probe_ratio"] == record["probe_ratio"]
-        return
-    # Restart: the discarded releases come first and say so; the passes' Q carries their μ².
-    assert stages.index("m2_whitening_probe") < stages.index("counts")
-    assert stages[:stages.index("counts")] == ["scan", "counts_probe", "m1_probe", "m2_whitening_probe"]
-    for x in pv["ledger"][1:4]:
-        assert "discarded" in x["note"] and "1000 words" in x["note"]
-    lost = sum(plan[s].mu2 for s in ("counts", "m1", "m2_whitening_probe"))
-    again = lda_private.restart_plan(plan, lost)
-    if not m.info["corpus"]["whitening_topup"]["made"]:
-        again = lda_private.move_budget(again, "m2_whitening_topup", "unmix_sstats")
-    q = next(x for x in pv["ledger"] if x["stage"] == "unmix_sstats")
-    cap = m.info["parameters"]["norm_cap"]
-    assert q["noise_scale"] == pytest.approx(again["unmix_sstats"].multiplier * lda_private.tail_sensitivities(cap)[0])
-    assert m.info["corpus"]["working_vocab_token_share"] > record["token_share"]
-    assert "1000 most frequent words" in m.info["method"]
-    assert m.topic_word.shape == (5, 1200) and (m.topic_word >= 0).all()
-    np.testing.assert_allclose(m.topic_word.sum(axis=1), 1.0)
-
-
-class _Handle:
-    """What Ray's broadcast gives the coordinator for a large array: a reference, not the array."""
-
-    def __init__(self, value):
-        self.value = value
-
-
-def test_private_fit_uses_no_broadcast_value_as_an_array(corpus_wide, monkeypatch):
-    # On Ray a broadcast array above 100 kB is an ObjectRef: the coordinator must keep using its own
-    # array. The working vocabulary's restart (1,000 words, W above that size) once handed one to
-    # np.einsum ("too many subscripts for operand 0"), after releases that counted. Here every
-    # broadcast value is an opaque handle that only the shards resolve, on the restart's branch.
-    monkeypatch.setattr(lda_private, "RESTART_TOKEN_SHARE", 1.0)
-    monkeypatch.setattr(lda_private, "restart_snr", lambda plan: 0.0)
-    monkeypatch.setattr(pipeline.LocalBackend, "broadcast", lambda self, value: _Handle(value))
-    real_call = pipeline.LocalBackend.call
-    monkeypatch.setattr(pipeline.LocalBackend, "call", lambda self, method, *args: real_call(
-        self, method, *[a.value if isinstance(a, _Handle) else a for a in args]))
-    m = api.fit_lda(corpus_wide.counts, 5, backend="local", epsilon=4.0, delta=1e-6, seed=0, reproducible=True,
-                    progress=False, coherence=False, working_vocab="auto")
-    assert m.info["corpus"]["working_vocab_restart"]["made"]
-    assert m.topic_word.shape == (5, 1200) and np.isfinite(m.topic_word).all()
