@@ -148,7 +148,7 @@ def test_cli_writes_factors_and_report(tmp_path, capsys):
     out = tmp_path / "fit"
     rc = main(["complete", str(src), "--rank", "2", "--model", "tucker", "--perturbation", "gradient",
                "--epsilon", "1", "--delta", "1e-6", "--epochs", "3", "--max-row-norm", "0.9", "--max-core-norm",
-               "1.5", "--out", str(out), "--no-progress"])
+               "1.5", "--offset", "0", "--out", str(out), "--no-progress"])        # a public range: offset ± radii
     assert rc == 0 and "(1, 1e-06)-DP" in capsys.readouterr().out
     assert sorted(p.name for p in out.iterdir()) == ["A.npy", "B.npy", "C.npy", "G.npy", "report.json"]
     rep = json.loads((out / "report.json").read_text())

@@ -28,6 +28,7 @@ from typing import Callable, Iterator, Mapping, Optional, Union
 import numpy as np
 
 from distdp.completion import perturbation as pt
+from distdp.completion.als import ALSConfig, run_als
 from distdp.completion.entries import Observations, split_holdout
 from distdp.privacy.mechanisms import check_delta, check_epsilon, private_generator
 from distdp.completion.sgd import (MODELS, ClippedGaussianRule, PaperGradientRule, PlainRule, SGDConfig,
@@ -35,6 +36,18 @@ from distdp.completion.sgd import (MODELS, ClippedGaussianRule, PaperGradientRul
 
 DEFAULT_LAMBDA = {"cp": (0.01, 0.0), "tucker": (0.001, 0.0001)}   # paper §5.1: λ; λo, λg
 DEFAULT_CLIP, DEFAULT_LIPSCHITZ = 0.1, 1.0   # clip: gradient's C / gradient-paper's m; output's L
+SOLVERS = ("auto", "als", "sgd")
+SGD_DEFAULTS = {"lr": 0.05, "batch_size": 64, "epochs": 100, "tol": 0.0}
+ALS_DEFAULTS = {"epochs": 500, "tol": 1e-7}   # at most 500 sweeps; stop at a relative decrease < 1e-7
+# ALS default λ (λo) = c·σ^p, σ the standard deviation of the values it fits (Tucker λg = λo / 10, the paper's
+# ratio). p makes the fit scale-equivariant: multiplying the values by s multiplies eq. (6)'s data term by s²
+# and, at the penalty-optimal gauge, the CP penalty by λ s^(2/3) (three blocks of norm² ∝ s^(2/3)) and the
+# Tucker penalty by λ s^(1/2) (four blocks), so λ ∝ s^(4/3) (CP), s^(3/2) (Tucker) gives the same fit, scaled.
+# c was chosen on the benchmark tensors (benchmarks/completion_quality.py): the paper's fixed λ (made for
+# values in [0, 1]) let rank-5 fits of real tensors overfit (COVID-19 serology: test RMSE 2.8 CP, 21 Tucker),
+# and λ ∝ σ² collapsed fits of large-valued tensors (Indian Pines, kinetic) to the mean.
+ALS_LAMBDA_SCALE = {"cp": (0.5, 4.0 / 3.0), "tucker": (2.0, 1.5)}   # (c, p)
+SGD_ONLY = ("lr", "batch_size", "max_row_norm", "max_core_norm")   # settings that mean SGD (projection: per step)
 
 # how messages name a parameter when no caller mapping is active (flags are spelled as a Python call)
 _API_FORMS = {"reproducible": "reproducible=True", "allow_data_bounds": "allow_data_bounds=True",
@@ -73,6 +86,10 @@ class DivergenceWarning(UserWarning):
     """The SGD iterates blew up while staying finite (objective far above the all-offset and initial models')."""
 
 
+class WorseThanBaselineWarning(UserWarning):
+    """A private fit's hold-out RMSE is above that of a trivial predictor computable from public information."""
+
+
 @dataclass(frozen=True)
 class CompletionResult:
     """A fitted completion model and what it cost.
@@ -98,9 +115,17 @@ class CompletionResult:
         Passes, steps, objective per pass, convergence.
     privacy : PrivacyReport
     timings : dict
-        Seconds: ``perturb``, ``sgd``, ``total``.
+        Seconds: ``perturb``, ``sgd`` or ``als`` (the solver's), ``total``.
     config : dict
-        Every parameter of the fit.
+        Every parameter of the fit (``config['solver']``: ``'als'`` or ``'sgd'``).
+    value_range : (lo, hi) or None
+        The public range the predictions are clamped to (post-processing):
+        the declared ``bounds``, or for a private fit without bounds the range
+        offset ± (bound of the projected model). None: no clamping.
+    baselines : dict or None
+        Hold-out RMSE of the trivial predictors computable from public
+        information: ``{"offset": {"value", "test_rmse"}, "midrange": {...}}``
+        (midrange only with a value range); None without a hold-out.
     """
 
     model: str
@@ -118,6 +143,8 @@ class CompletionResult:
     privacy: pt.PrivacyReport
     timings: dict
     config: dict
+    value_range: Optional[tuple] = None
+    baselines: Optional[dict] = None
 
     @property
     def factors(self) -> tuple:
@@ -171,12 +198,16 @@ class CompletionResult:
                              f"{[np.shape(x) for x in (i, j, k)]}") from None
         out_shape = arrays[0].shape
         flat = [a.ravel() for a in arrays]
-        values = MODELS[self.model].predict(self.factors, *flat) + self.offset
+        values = self._clamp(MODELS[self.model].predict(self.factors, *flat) + self.offset)
         return float(values[0]) if out_shape == () else values.reshape(out_shape)
 
+    def _clamp(self, values: np.ndarray) -> np.ndarray:
+        """Clamp to ``value_range`` (post-processing with public constants), when there is one."""
+        return values if self.value_range is None else np.clip(values, *self.value_range)
+
     def full_tensor(self) -> np.ndarray:
-        """The completed dense tensor (small tensors only)."""
-        return MODELS[self.model].full_tensor(self.factors) + self.offset
+        """The completed dense tensor (small tensors only), clamped to ``value_range``."""
+        return self._clamp(MODELS[self.model].full_tensor(self.factors) + self.offset)
 
     def report(self) -> dict:
         """JSON-ready summary (what ``report.json`` holds).
@@ -195,7 +226,9 @@ class CompletionResult:
                 del convergence[key]
         return {"model": self.model, "rank": self.rank, "shape": list(self.shape),
                 "test_rmse": self.test_rmse, "train_rmse": self.train_rmse, "n_train": self.n_train,
-                "n_test": self.n_test, "offset": self.offset, "convergence": convergence,
+                "n_test": self.n_test, "offset": self.offset,
+                "value_range": None if self.value_range is None else list(self.value_range),
+                "baselines": self.baselines, "convergence": convergence,
                 "timings_s": self.timings, "privacy": self.privacy.to_dict(), "config": self.config}
 
 
@@ -219,15 +252,36 @@ def complete(data: Union[Observations, np.ndarray, str, Path], rank: int, *, mod
              perturbation: str = "none", epsilon: Optional[float] = None, delta: Optional[float] = None,
              holdout: float = 0.2, bounds: Optional[tuple[float, float]] = None, allow_data_bounds: bool = False,
              clamp_noisy: bool = True, clip: Optional[float] = None, lipschitz: Optional[float] = None,
-             lr: float = 0.05,
-             epochs: int = 100, batch_size: int = 64, lam: Optional[float] = None, lam_core: Optional[float] = None,
-             tol: float = 0.0, init_scale: float = 0.1, offset: Optional[float] = None,
+             solver: str = "auto", lr: Optional[float] = None,
+             epochs: Optional[int] = None, batch_size: Optional[int] = None, lam: Optional[float] = None,
+             lam_core: Optional[float] = None,
+             tol: Optional[float] = None, init_scale: Optional[float] = None, offset: Optional[float] = None,
              max_row_norm: Optional[float] = None, max_core_norm: Optional[float] = None,
              seed: Optional[int] = None,
              reproducible: bool = False, shape: Optional[tuple[int, int, int]] = None,
              progress: Optional[Callable[[int, int, float], None]] = None,
              test: Optional[Observations] = None) -> CompletionResult:
-    """Complete a partially observed 3-way tensor by CP (eq. 6) or Tucker (eq. 7) SGD, optionally with DP.
+    """Complete a partially observed 3-way tensor by CP (eq. 6) or Tucker (eq. 7), optionally with DP.
+
+    Solvers of the same objective (eq. 6/7): alternating least squares
+    (:mod:`distdp.completion.als`, exact ridge solves per factor row; the
+    default wherever the noise does not live in the optimiser: ``none`` and
+    ``input``, whose noisy values make any solver post-processing), and
+    mini-batch SGD (:mod:`distdp.completion.sgd`; required by ``gradient``,
+    ``gradient-paper`` and ``output``, whose noise or sensitivity is defined
+    on SGD steps).
+
+    A private fit (any ``perturbation`` other than ``'none'``) needs a public
+    range for the values: ``bounds``, or (``gradient``, ``gradient-paper``,
+    ``output``) an explicit ``offset`` with finite projection radii
+    (``max_row_norm``, and ``max_core_norm`` for Tucker), which bound every
+    prediction to offset ± r³ (CP) or offset ± g·r³ (Tucker). Without one it
+    is refused: nothing would keep the noisy model near the data (a fit
+    without bounds was seen to return test RMSE 2·10⁴ on values in [−1, 1]).
+    Predictions are clamped to that range (post-processing), and the hold-out
+    RMSE of the trivial public predictors (the offset, the mid-range) is
+    reported beside the fit (``baselines``), with a warning when the private
+    fit does worse.
 
     Parameters
     ----------
@@ -249,10 +303,12 @@ def complete(data: Union[Observations, np.ndarray, str, Path], rank: int, *, mod
     holdout : float
         Share of the observed entries held out for the test RMSE (paper: 0.2).
     bounds : (lo, hi), optional
-        Declared public value range. Its midpoint is the default ``offset``.
-        ``input``: required unless ``allow_data_bounds`` (values are clamped
-        to it). ``gradient``: derives the default projection radii (no
-        clamping: clipping bounds the sensitivity).
+        Declared public value range. Its midpoint is the default ``offset``;
+        predictions are clamped to it (post-processing), for every fit.
+        Required by every perturbation (see above). ``input``: values are
+        clamped to it before the noise (unless ``allow_data_bounds``).
+        ``gradient``: derives the default projection radii (clipping, not
+        the bounds, gives the sensitivity).
     allow_data_bounds : bool
         Compute the bounds from the private data instead (warns; the report says not private).
     clamp_noisy : bool
@@ -263,10 +319,32 @@ def complete(data: Union[Observations, np.ndarray, str, Path], rank: int, *, mod
     lipschitz : float, optional
         ``output``: L in Δ = 2τLη, the paper gives none (default 1; refused by
         the other perturbations).
-    lr, epochs, batch_size, tol, init_scale
-        SGD settings (:class:`distdp.completion.sgd.SGDConfig`).
+    solver : {'auto', 'als', 'sgd'}
+        ``auto``: ALS for ``none`` and ``input`` unless an SGD-only setting
+        (``lr``, ``batch_size``, ``max_row_norm``, ``max_core_norm``) is
+        given; SGD for the other perturbations (``als`` is refused there).
+        ``config['solver']`` says which ran.
+    lr, batch_size
+        SGD only: learning rate η (default 0.05) and entries per step (64).
+    epochs : int, optional
+        SGD: passes (default 100). ALS: the most sweeps (default 500).
+    tol : float, optional
+        Stop when the objective's relative decrease over a pass/sweep falls
+        below ``tol`` (``trace.converged``). Default: ALS 1e-7, SGD 0 (all
+        passes). Refused (> 0) by ``gradient``, ``gradient-paper``, ``output``.
+    init_scale : float, optional
+        Standard deviation of the random initial model entries. Default: SGD
+        0.1; ALS the standard deviation σ of the values fitted (so that the
+        fit is scale-equivariant, and a large-valued tensor does not start
+        next to the all-zero stationary point).
     lam, lam_core : float, optional
-        λ (λo) and λg; default the paper's (CP 0.01; Tucker 0.001, 0.0001).
+        λ (λo) and λg. SGD default: the paper's (CP 0.01; Tucker 0.001,
+        0.0001). ALS default: λ = 0.5·σ^(4/3) (CP) or λo = 2·σ^(3/2),
+        λg = λo/10 (Tucker), σ the standard deviation of the values fitted —
+        scale-equivariant (values × s give the fit × s); the paper's fixed λ,
+        made for values in [0, 1], lets fits of real tensors overfit. Under
+        ``input`` σ is that of the noisy released values (post-processing).
+        ``config['lam_source']`` says which.
     offset : float, optional
         Constant subtracted from the values before fitting and added back by
         :meth:`CompletionResult.predict`. Default: the midpoint of declared
@@ -307,7 +385,8 @@ def complete(data: Union[Observations, np.ndarray, str, Path], rank: int, *, mod
     ------
     ValueError
         Bad input or parameters (rank ≤ 0 or, for Tucker, above a dimension;
-        ε ≤ 0 or ε without a perturbation; missing bounds, ...), or SGD whose
+        ε ≤ 0 or ε without a perturbation; a private fit without a public
+        value range; SGD settings with ``solver='als'``, ...), or SGD whose
         iterates became non-finite (:class:`distdp.completion.sgd.SGDDivergedError`).
         Messages name parameters as :func:`parameter_names` says.
 
@@ -317,6 +396,8 @@ def complete(data: Union[Observations, np.ndarray, str, Path], rank: int, *, mod
         ``input`` with bounds computed from the data.
     DivergenceWarning
         The iterates blew up while staying finite.
+    WorseThanBaselineWarning
+        A private fit whose hold-out RMSE exceeds a public baseline's.
     UserWarning
         CP rank above the largest possible rank of the tensor's shape;
         ``gradient`` without projection; δ ≥ 1/n_train.
@@ -327,6 +408,14 @@ def complete(data: Union[Observations, np.ndarray, str, Path], rank: int, *, mod
                     batch_size=batch_size, lam=lam, lam_core=lam_core, tol=tol, init_scale=init_scale, offset=offset,
                     max_row_norm=max_row_norm, max_core_norm=max_core_norm, seed=seed, reproducible=reproducible,
                     shape=shape)
+    solver = _resolve_solver(solver, perturbation, lr=lr, batch_size=batch_size, max_row_norm=max_row_norm,
+                             max_core_norm=max_core_norm)
+    defaults = ALS_DEFAULTS if solver == "als" else SGD_DEFAULTS
+    epochs = defaults["epochs"] if epochs is None else epochs
+    tol = defaults["tol"] if tol is None else tol
+    lr = SGD_DEFAULTS["lr"] if lr is None else lr
+    batch_size = SGD_DEFAULTS["batch_size"] if batch_size is None else batch_size
+    _check_public_range(model, perturbation, bounds, offset, max_row_norm, max_core_norm, allow_data_bounds)
     clip = DEFAULT_CLIP if clip is None else clip
     lipschitz = DEFAULT_LIPSCHITZ if lipschitz is None else lipschitz
     if bounds is not None:
@@ -344,7 +433,8 @@ def complete(data: Union[Observations, np.ndarray, str, Path], rank: int, *, mod
     dlam, dlam_core = DEFAULT_LAMBDA[model]
     radii = _projection_radii(model, int(rank), perturbation, bounds, offset, max_row_norm, max_core_norm)
     cfg = SGDConfig(lr=lr, epochs=epochs, batch_size=batch_size, lam=dlam if lam is None else lam,
-                    lam_core=dlam_core if lam_core is None else lam_core, tol=tol, init_scale=init_scale,
+                    lam_core=dlam_core if lam_core is None else lam_core, tol=tol,
+                    init_scale=0.1 if init_scale is None else init_scale,
                     max_row_norm=radii["max_row_norm"], max_core_norm=radii["max_core_norm"])
     noise_rng = np.random.default_rng([int(seed), 0xD1F]) if reproducible else private_generator()
     x = train.values
@@ -385,10 +475,36 @@ def complete(data: Union[Observations, np.ndarray, str, Path], rank: int, *, mod
         rule = PaperGradientRule(clip=clip, epsilon=epsilon)
     t_perturb = time.perf_counter() - t_perturb
 
+    lam_source = "given" if lam is not None else "paper default"
+    if solver == "als":
+        var = float(np.var(x))
+        if lam is None and var > 0:
+            # x: the values the fit sees (the noisy released values under input perturbation: post-processing)
+            c, power = ALS_LAMBDA_SCALE[model]
+            lam = c * math.sqrt(var) ** power
+            lam_source = (f"{c:g}·σ^{power:.4g}, σ the standard deviation of the values fitted"
+                          + (" (the noisy released values)" if perturbation == "input" else ""))
+            if lam_core is None and model == "tucker":
+                lam_core = lam / 10.0
+        if init_scale is None and var > 0:
+            init_scale = math.sqrt(var)
+    init_scale = 0.1 if init_scale is None else init_scale
+    if solver == "als":
+        cfg = replace(cfg, lam=cfg.lam if lam is None else lam, lam_core=cfg.lam_core if lam_core is None
+                      else lam_core)
     try:
-        factors, trace = run_sgd(model, train.with_values(x - offset), int(rank), cfg, rng, rule,
-                                 noise_rng=noise_rng, progress=progress)
+        if solver == "als":
+            als_cfg = ALSConfig(max_sweeps=int(epochs), tol=float(tol), lam=cfg.lam, lam_core=cfg.lam_core,
+                                init_scale=init_scale)
+            factors, trace = run_als(model, train.with_values(x - offset), int(rank), als_cfg, rng,
+                                     progress=progress)
+        else:
+            factors, trace = run_sgd(model, train.with_values(x - offset), int(rank), cfg, rng, rule,
+                                     noise_rng=noise_rng, progress=progress)
     except SGDDivergedError as exc:
+        if solver == "als":
+            raise SGDDivergedError(f"{exc} ({_n('offset')} {offset:g}: {offset_source}); subtract a typical value "
+                                   f"with {_n('offset')} or rescale the values", exc.epoch) from None
         what = "training objective" if isinstance(rule, PlainRule) else "iterates"
         raise SGDDivergedError(
             f"SGD diverged: the {what} became non-finite in pass {exc.epoch} ({_n('lr')} {lr:g}, "
@@ -445,22 +561,52 @@ def complete(data: Union[Observations, np.ndarray, str, Path], rank: int, *, mod
     if perturbation != "none":
         report = replace(report, assumptions=report.assumptions + (f"offset {offset:g}: {offset_source}",))
 
+    value_range = _value_range(model, bounds, offset, cfg.max_row_norm, cfg.max_core_norm)
+    if value_range is not None and perturbation != "none":
+        report = replace(report, assumptions=report.assumptions + (
+            f"predictions clamped to the public range [{value_range[0]:g}, {value_range[1]:g}] "
+            f"({value_range[2]}): post-processing with public constants, no privacy cost",))
+    value_range = None if value_range is None else (float(value_range[0]), float(value_range[1]))
+
+    def clamp(v):
+        return v if value_range is None else np.clip(v, *value_range)
+
     m = MODELS[model]
-    train_rmse = _rmse(m.predict(factors, *train.idx.T) + offset, train.values)
-    test_rmse = None if test is None else _rmse(m.predict(factors, *test.idx.T) + offset, test.values)
+    train_rmse = _rmse(clamp(m.predict(factors, *train.idx.T) + offset), train.values)
+    test_rmse = None if test is None else _rmse(clamp(m.predict(factors, *test.idx.T) + offset), test.values)
+    baselines = None
+    if test is not None:
+        baselines = {"offset": {"value": float(offset), "test_rmse": _rmse(clamp(np.full(test.n, offset)),
+                                                                           test.values)}}
+        if value_range is not None:
+            mid = (value_range[0] + value_range[1]) / 2.0
+            baselines["midrange"] = {"value": mid, "test_rmse": _rmse(np.full(test.n, mid), test.values)}
+        if perturbation != "none":
+            report = replace(report, not_covered=report.not_covered + (
+                "baselines: hold-out RMSE of the public predictors, computed from the held-out private values "
+                "without noise",))
+            best = min(b["test_rmse"] for b in baselines.values())
+            if test_rmse > best:
+                # no numbers in the message: like test_rmse, the comparison is not covered by the guarantee
+                warnings.warn(f"the private fit ({_n('perturbation')} {perturbation}, {_n('epsilon')} {epsilon:g}) "
+                              "predicts the held-out entries worse than a trivial public predictor (the offset or "
+                              "the mid-range of the value range; see 'baselines' in the report): the noise "
+                              f"dominates. Raise {_n('epsilon')}, lower {_n('rank')}, or use the baseline",
+                              WorseThanBaselineWarning, stacklevel=2)
     config = {"model": model, "rank": int(rank), "perturbation": perturbation, "epsilon": epsilon,
               "delta": delta if perturbation == "gradient" else None, "holdout": holdout,
               "bounds": list(bounds) if bounds is not None else None, "clamp_noisy": clamp_noisy, "clip": clip,
               "lipschitz": lipschitz, "lr": lr, "epochs": epochs, "batch_size": batch_size, "lam": cfg.lam,
               "lam_core": cfg.lam_core, "tol": tol, "init_scale": init_scale, "offset": offset,
               "offset_source": offset_source, "max_row_norm": cfg.max_row_norm, "max_core_norm": cfg.max_core_norm,
-              "projection_radii_from": radii["source"], "seed": seed, "reproducible": reproducible}
+              "projection_radii_from": radii["source"], "seed": seed, "reproducible": reproducible,
+              "solver": solver, "lam_source": lam_source}
     return CompletionResult(model=model, rank=int(rank), A=factors[0], B=factors[1], C=factors[2],
                             G=factors[3] if model == "tucker" else None, offset=float(offset), test_rmse=test_rmse,
                             train_rmse=train_rmse, n_train=train.n, n_test=0 if test is None else test.n,
                             trace=trace, privacy=report,
-                            timings={"perturb": t_perturb, "sgd": trace.seconds, "total": time.perf_counter() - t0},
-                            config=config)
+                            timings={"perturb": t_perturb, solver: trace.seconds, "total": time.perf_counter() - t0},
+                            config=config, value_range=value_range, baselines=baselines)
 
 
 def _check_settings(*, rank, model, perturbation, epsilon, delta, holdout, bounds, clip, lipschitz, lr, epochs,
@@ -493,7 +639,8 @@ def _check_settings(*, rank, model, perturbation, epsilon, delta, holdout, bound
             or not 0.0 <= holdout < 1.0:
         raise ValueError(f"{_n('holdout')} must be in [0, 1), got {holdout!r}")
     for name, v in (("lr", lr), ("init_scale", init_scale)):
-        _check_real(name, v, strict=True)
+        if v is not None:
+            _check_real(name, v, strict=True)
     for name, v, users in (("clip", clip, ("gradient", "gradient-paper")), ("lipschitz", lipschitz, ("output",))):
         if v is not None:
             if perturbation not in users:
@@ -503,9 +650,10 @@ def _check_settings(*, rank, model, perturbation, epsilon, delta, holdout, bound
     for name, v in (("lam", lam), ("lam_core", lam_core), ("tol", tol)):
         if v is not None:
             _check_real(name, v, strict=False)
-    _check_int("epochs", epochs, 1, "an integer ≥ 1")
-    _check_int("batch_size", batch_size, 1, "an integer ≥ 1")
-    if perturbation in ("gradient", "gradient-paper", "output") and tol > 0:
+    for name, v in (("epochs", epochs), ("batch_size", batch_size)):
+        if v is not None:
+            _check_int(name, v, 1, "an integer ≥ 1")
+    if perturbation in ("gradient", "gradient-paper", "output") and tol is not None and tol > 0:
         raise ValueError(f"{_n('tol')} > 0 stops on the private objective, a data-dependent choice: not allowed "
                          f"with {_n('perturbation')} {perturbation} (use a fixed number of {_n('epochs')})")
     if offset is not None and (isinstance(offset, bool) or not isinstance(offset, (int, float, np.integer,
@@ -604,3 +752,62 @@ def _projection_radii(model: str, rank: int, perturbation: str, bounds, offset: 
     return {"max_row_norm": max_row_norm, "max_core_norm": max_core_norm, "source": source, "warn": False,
             "statement": f"projection after every step ({source}): {what}; {why}"}
 
+
+
+def _resolve_solver(solver: str, perturbation: str, **given) -> str:
+    """``'als'`` or ``'sgd'``: the solver a fit uses (see :func:`complete`, ``solver``)."""
+    if solver not in SOLVERS:
+        raise ValueError(f"{_n('solver')} must be one of {SOLVERS}, got {solver!r}")
+    needs_sgd = perturbation in ("gradient", "gradient-paper", "output")
+    if needs_sgd:
+        if solver == "als":
+            raise ValueError(f"{_n('solver')} als cannot run {_n('perturbation')} {perturbation}: its noise (or its "
+                             f"sensitivity) is defined on SGD steps; use {_n('solver')} sgd or auto")
+        return "sgd"
+    sgd_settings = [name for name in SGD_ONLY if given.get(name) is not None]
+    if solver == "als" and sgd_settings:
+        raise ValueError(f"{_n(sgd_settings[0])} is an SGD setting (ALS solves each block exactly and projects "
+                         f"nothing): drop it, or use {_n('solver')} sgd")
+    if solver == "auto":
+        return "sgd" if sgd_settings else "als"
+    return solver
+
+
+def _model_bound(model: str, max_row_norm, max_core_norm) -> Optional[float]:
+    """The largest |x̂ − offset| a model projected onto the public radii can produce (CP r³, Tucker g·r³)."""
+    finite = lambda v: v is not None and math.isfinite(v)   # noqa: E731
+    if not finite(max_row_norm):
+        return None
+    if model == "cp":
+        return float(max_row_norm) ** 3
+    return float(max_core_norm) * float(max_row_norm) ** 3 if finite(max_core_norm) else None
+
+
+def _check_public_range(model, perturbation, bounds, offset, max_row_norm, max_core_norm,
+                        allow_data_bounds) -> None:
+    """Refuse a private fit without a public value range (declared bounds, or an offset with finite radii)."""
+    if perturbation == "none" or bounds is not None:
+        return
+    if perturbation == "input":
+        return    # refused in complete()'s input branch unless allow_data_bounds (then warned, not private)
+    if perturbation != "input" and offset is not None and _model_bound(model, max_row_norm, max_core_norm):
+        return
+    alt = ("" if perturbation == "input" else
+           f" (or an explicit {_n('offset')} with finite {_n('max_row_norm')}"
+           + (f" and {_n('max_core_norm')}" if model == "tucker" else "")
+           + ", which bound every prediction to offset ± the projected model's range)")
+    raise ValueError(f"{_n('perturbation')} {perturbation} needs a public range for the values: declare "
+                     f"{_n('bounds')} LO HI{alt}. Without one nothing keeps the noisy model near the data (a fit "
+                     "without bounds returned test RMSE 2·10⁴ on values in [−1, 1]), its predictions cannot be "
+                     "clamped, and no public baseline exists to judge it by; the range must be known without "
+                     "looking at the private values")
+
+
+def _value_range(model, bounds, offset: float, max_row_norm, max_core_norm):
+    """(lo, hi, source) the predictions are clamped to, or None: the declared bounds, else offset ± model bound."""
+    if bounds is not None:
+        return float(bounds[0]), float(bounds[1]), "declared bounds"
+    b = _model_bound(model, max_row_norm, max_core_norm)
+    if b is None:
+        return None
+    return offset - b, offset + b, "offset ± the largest value of the model projected onto the public radii"

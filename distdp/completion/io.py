@@ -45,7 +45,7 @@ def load_observations(path, shape: Optional[tuple[int, int, int]] = None) -> Obs
     """
     path = Path(path)
     if path.is_dir():
-        return _load_parquet(_parquet_files(path), shape, where=path)
+        return _load_parquet(parquet_files(path), shape, where=path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file or directory")
     if path.suffix == ".npy":
@@ -62,7 +62,7 @@ def load_observations(path, shape: Optional[tuple[int, int, int]] = None) -> Obs
     return _load_parquet([path], shape, where=path)
 
 
-def _parquet_files(directory: Path) -> list[Path]:
+def parquet_files(directory: Path) -> list[Path]:
     """The ``*.parquet`` files under ``directory`` (recursively, sorted), skipping hidden files and folders."""
     files = sorted(f for f in directory.rglob("*.parquet")
                    if f.is_file() and not any(part.startswith(".") for part in f.relative_to(directory).parts))

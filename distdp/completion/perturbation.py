@@ -172,7 +172,7 @@ def input_report(epsilon: float, bounds, n_train: int, bounds_declared: bool, cl
         assumptions=(f"declared public value bounds [{lo}, {hi}]; values are clamped to them before the noise",
                      "each training value gets its own Laplace noise; one value changes one coordinate by "
                      f"≤ Δ₁ = {hi - lo} (parallel composition over entries)",
-                     "SGD on the noisy values is post-processing"),
+                     "the fit (ALS or SGD) on the noisy values is post-processing"),
         not_private_because=reasons,
         not_covered=("test_rmse: computed from the held-out private values without noise",),
         noise={"mechanism": "laplace", "sensitivity_l1": hi - lo, "scale": (hi - lo) / epsilon,

@@ -91,7 +91,7 @@ import numpy as np
 
 from distdp.completion import cp, tucker
 from distdp.completion.entries import Observations, slice_counts
-from distdp.privacy.mechanisms import l2_vector_noise
+from distdp.privacy.mechanisms import add_gaussian, l2_vector_noise
 
 MODELS: dict[str, ModuleType] = {"cp": cp, "tucker": tucker}
 
@@ -414,9 +414,9 @@ def _step_dpsgd(model, factors, i, j, k, x, prob, cfg, rule: ClippedGaussianRule
     std = rule.noise_std
     for block, index in zip(g[:3], (i, j, k)):        # noise on the rows the batch touches (public set)
         rows = np.unique(index)
-        block[rows] += std * noise_rng.standard_normal((len(rows), block.shape[1]))
+        block[rows] = add_gaussian(block[rows], std, noise_rng)
     if len(g) == 4:                                    # every entry touches the core
-        g[3] = g[3] + std * noise_rng.standard_normal(g[3].shape)
+        g[3] = add_gaussian(g[3], std, noise_rng)
     r = regulariser_gradient(factors, i, j, k, prob.inv_counts, prob.obs.n, cfg.lam, cfg.lam_core)
     return [a + b for a, b in zip(g, r)], int(np.sum(scale < 1.0))
 

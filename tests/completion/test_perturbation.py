@@ -37,7 +37,7 @@ def test_output_perturbation_adds_l2_noise_to_C_only():
     rng = np.random.default_rng(0)
     Y = rng.standard_normal((3, 3, 800))
     obs = from_dense(Y)
-    kw = dict(epochs=2, lr=0.01, holdout=0.0, seed=3, offset=0.0)   # same offset for both fits
+    kw = dict(epochs=2, lr=0.01, holdout=0.0, seed=3, offset=0.0, bounds=(-6.0, 6.0))   # same offset and range
     base = complete(obs, 3, **kw)
     eps, L = 0.5, 2.0
     out = complete(obs, 3, perturbation="output", epsilon=eps, lipschitz=L, reproducible=True, **kw)
@@ -75,7 +75,7 @@ def test_gradient_fit_reports_guarantee_and_paper_variants_do_not():
                  bounds=(-3.0, 3.0))
     assert g.privacy.private and g.privacy.epsilon == pytest.approx(2.0, rel=1e-3) and g.privacy.delta == 1e-6
     assert accounting.epsilon(accounting.gaussian_event(g.privacy.noise["noise_multiplier"], 5), 1e-6) <= 2.0 + 1e-6
-    p = complete(obs, 2, perturbation="gradient-paper", epsilon=2.0, epochs=2)
+    p = complete(obs, 2, perturbation="gradient-paper", epsilon=2.0, epochs=2, bounds=(-3.0, 3.0))
     assert not p.privacy.private and p.privacy.epsilon is None
     assert any("A, B and G" in r for r in p.privacy.not_private_because)
     assert any("composition" in r for r in p.privacy.not_private_because)
@@ -171,7 +171,8 @@ def test_divergence_warning_of_a_gradient_fit_prints_no_raw_statistic():
     a, _ = _neighbours(50.0, 50.0)
     with pytest.warns(DivergenceWarning) as rec:
         res = complete(a, 2, perturbation="gradient", epsilon=0.5, delta=1e-6, holdout=0.0, epochs=3, lr=0.5,
-                       batch_size=500, clip=1.0, max_row_norm=math.inf, seed=0, reproducible=True)
+                       batch_size=500, clip=1.0, max_row_norm=math.inf, bounds=(-100.0, 100.0), seed=0,
+                       reproducible=True)
     assert res.trace.diverged
     msg = str(next(w.message for w in rec if issubclass(w.category, DivergenceWarning)))
     assert "not covered by the guarantee" in msg and "(objective" not in msg and " vs " not in msg

@@ -173,6 +173,5 @@ def test_gradient_fit_projects_every_row_and_reports_it_as_post_processing(model
                    max_row_norm=0.3)
     assert max(np.linalg.norm(F, axis=1).max() for F in (inp.A, inp.B, inp.C)) <= 0.3 * (1 + 1e-12)
     assert any(a.startswith("projection") and "post-processing" in a for a in inp.privacy.assumptions)
-    with pytest.warns(UserWarning, match="not projected"):
-        bare = complete(obs, 3, model=model, perturbation="gradient", epsilon=1.0, delta=1e-6, epochs=1)
-    assert "no projection of the iterates" in bare.privacy.assumptions
+    with pytest.raises(ValueError, match="needs a public range"):   # no bounds, no radius: refused, not unprojected
+        complete(obs, 3, model=model, perturbation="gradient", epsilon=1.0, delta=1e-6, epochs=1)

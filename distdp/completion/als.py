@@ -1,0 +1,507 @@
+"""Alternating least squares (ALS) on the completion objectives (paper eqs. 6–7).
+
+The objectives are those of the SGD (:mod:`distdp.completion.sgd`), unchanged:
+
+    (6)  f(A, B, C)    = ‖P_Ω(X − ⟦A, B, C⟧)‖²_F + λ (‖A‖²_F + ‖B‖²_F + ‖C‖²_F)
+    (7)  f(A, B, C, G) = ‖P_Ω(X − ⟦G; A, B, C⟧)‖²_F + λo (‖A‖² + ‖B‖² + ‖C‖²) + λg ‖G‖²
+
+Both models are linear in each block when the others are fixed, and the
+objective separates over the rows of a factor matrix. For row ``a_i`` of A:
+
+    x̂_e = a_i · z_e,   z_e = b_j ∘ c_k (CP)   or   z_e = G ×2 b_j ×3 c_k (Tucker),
+
+so the exact minimiser of f over a_i (everything else fixed) is the ridge
+solution
+
+    (Σ_{e ∈ Ω_i} z_e z_eᵀ + λ I) a_i = Σ_{e ∈ Ω_i} x_e z_e,
+
+Ω_i the observed entries of slice i (likewise B, C). Tucker's core enters
+linearly too, x̂_e = vec(G) · (a_i ⊗ b_j ⊗ c_k), and its exact block minimiser is
+one R³×R³ ridge system with λg: solved directly for R ≤ 4, by conjugate gradients
+warm-started at the current core above (O(|Ω|R³) per iteration instead of
+O(|Ω|R⁶) to form the system; every CG iterate lowers the objective). One *sweep* updates A, B, C (then G) in turn;
+each update is the exact minimiser of f over its block, so f never increases
+(up to rounding) — the property :func:`run_als` records and the tests check.
+
+Vectorisation: the entries are sorted once by each mode's index (Ω is public,
+so is this order); the per-row Gram matrices and right-hand sides are segment
+sums (``np.add.reduceat``) of per-entry outer products, computed in chunks of
+entries to bound memory, and the R×R systems of all rows are solved at once by
+``np.linalg.solve`` on the stacked (n, R, R) array. There is no Python loop over
+entries or rows. A row with no observed entry gets 0 (its ridge solution with
+λ > 0); with λ = 0 a singular system falls back to the minimum-norm solution
+(``np.linalg.pinv``).
+
+Stopping: after each sweep, stop when (f_prev − f)/f_prev < ``tol`` (the
+relative decrease of the objective); ``converged`` says whether that happened
+within ``max_sweeps``. The sufficient statistics (per-row Gram matrices and
+right-hand sides) are sums over entries: :func:`normal_equations` computes them
+for any subset of the entries, so sharded workers can compute partial sums
+that a coordinator adds (``distdp.distributed.completion``).
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import numpy as np
+
+from distdp.completion import cp, tucker
+from distdp.completion.entries import Observations
+from distdp.completion.sgd import SGDDivergedError, SGDTrace
+
+MODELS = {"cp": cp, "tucker": tucker}
+CHUNK = 1 << 18          # entries per chunk of the segment sums: bounds the (chunk, R²) temporaries
+
+
+@dataclass(frozen=True)
+class ALSConfig:
+    """Settings of the ALS.
+
+    Attributes
+    ----------
+    max_sweeps : int
+        At most this many sweeps (one sweep updates every block once).
+    tol : float
+        Stop when the relative decrease (f_prev − f)/f_prev of the objective
+        over a sweep falls below ``tol``. 0: run all ``max_sweeps``.
+    lam : float
+        λ of eq. (6), λo of eq. (7).
+    lam_core : float
+        λg of eq. (7) (Tucker only).
+    init_scale : float
+        Standard deviation of the initial model entries (the data-independent
+        initialisation of :func:`cp.init_factors` / :func:`tucker.init_factors`).
+    chunk : int
+        Entries per chunk of the segment sums (memory: chunk·R² floats; Tucker
+        core: chunk·R³).
+    """
+
+    max_sweeps: int = 500
+    tol: float = 1e-7
+    lam: float = 0.01
+    lam_core: float = 0.0
+    init_scale: float = 0.1
+    chunk: int = CHUNK
+
+    def __post_init__(self):
+        if not (isinstance(self.max_sweeps, (int, np.integer)) and self.max_sweeps >= 1):
+            raise ValueError(f"max_sweeps must be an integer ≥ 1, got {self.max_sweeps!r}")
+        if not (isinstance(self.chunk, (int, np.integer)) and self.chunk >= 1):
+            raise ValueError(f"chunk must be an integer ≥ 1, got {self.chunk!r}")
+        for name in ("tol", "lam", "lam_core"):
+            v = getattr(self, name)
+            if not (math.isfinite(v) and v >= 0):
+                raise ValueError(f"{name} must be finite and ≥ 0, got {v!r}")
+        if not (math.isfinite(self.init_scale) and self.init_scale > 0):
+            raise ValueError(f"init_scale must be finite and > 0, got {self.init_scale!r}")
+
+
+@dataclass(frozen=True)
+class ModeOrder:
+    """The entries sorted by one mode's index, with the segments of each non-empty row (public: Ω only).
+
+    Attributes
+    ----------
+    mode : int
+    order : ndarray of int or None
+        Permutation sorting the entries by ``idx[:, mode]`` (stable); None
+        when the entries are already sorted (then chunks are slices).
+    rows : ndarray of int
+        The distinct row indices present, ascending.
+    starts : ndarray of int
+        Start of each row's segment in the sorted order.
+    """
+
+    mode: int
+    order: Optional[np.ndarray]
+    rows: np.ndarray
+    starts: np.ndarray
+
+    @classmethod
+    def build(cls, idx: np.ndarray, mode: int) -> "ModeOrder":
+        """Sort ``idx`` (n×3) by column ``mode`` and find the row segments."""
+        order = np.argsort(idx[:, mode], kind="stable")
+        sorted_index = idx[order, mode]
+        rows, starts = np.unique(sorted_index, return_index=True)
+        return cls(mode, order, rows, starts)
+
+
+def design(model_name: str, factors, idx: np.ndarray, mode: int) -> np.ndarray:
+    """Per-entry design rows z_e (n, R) of the block ``mode``: x̂_e = F_mode[idx_e] · z_e.
+
+    CP: z_e is the Hadamard product of the other two factors' rows. Tucker:
+    z_e = G_(mode) (u ⊗ v), the mode-``mode`` unfolding of the core times the
+    Kronecker product of the other two factors' rows (in mode order).
+    """
+    o1, o2 = [m for m in range(3) if m != mode]
+    U, V = factors[o1][idx[:, o1]], factors[o2][idx[:, o2]]
+    if model_name == "cp":
+        return U * V
+    G = factors[3]
+    R = G.shape[0]
+    Gm = np.moveaxis(G, mode, 0).reshape(R, R * R)          # (R, R·R), columns ordered (o1, o2)
+    return (U[:, :, None] * V[:, None, :]).reshape(len(idx), R * R) @ Gm.T
+
+
+def normal_equations(model_name: str, factors, idx: np.ndarray, values: np.ndarray, mode: int,
+                     order: Optional[ModeOrder] = None, chunk: int = CHUNK):
+    """Per-row Gram matrices and right-hand sides of the block ``mode`` over the given entries.
+
+    Returns Σ_{e ∈ Ω_i} z_e z_eᵀ and Σ_{e ∈ Ω_i} x_e z_e for every row i of
+    factor ``mode`` (zeros for rows without an entry): additive over disjoint
+    sets of entries, so shards can compute partial sums.
+
+    Parameters
+    ----------
+    model_name : {'cp', 'tucker'}
+    factors : sequence of ndarray
+    idx : ndarray (n, 3)
+    values : ndarray (n,)
+    mode : int in {0, 1, 2}
+    order : ModeOrder, optional
+        Precomputed sort of ``idx`` by ``mode`` (computed if absent).
+    chunk : int
+
+    Returns
+    -------
+    gram : ndarray (n_mode, R, R)
+    rhs : ndarray (n_mode, R)
+    """
+    if order is None:
+        order = ModeOrder.build(idx, mode)
+    n_rows, R = factors[mode].shape
+    gram = np.zeros((n_rows, R, R))
+    rhs = np.zeros((n_rows, R))
+    n = len(values)
+    # chunk boundaries at row-segment starts (the first segment start ≥ each multiple of ``chunk``), so that
+    # every row's segment lies in one chunk
+    seg_starts = order.starts
+    cut = np.searchsorted(seg_starts, np.arange(0, n, chunk))
+    bounds = np.unique(np.append(np.where(cut < len(seg_starts), seg_starts[np.minimum(cut, len(seg_starts) - 1)],
+                                          n), n))
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        sel = slice(lo, hi) if order.order is None else order.order[lo:hi]
+        s_lo, s_hi = np.searchsorted(seg_starts, [lo, hi])
+        rows = order.rows[s_lo:s_hi]
+        starts = seg_starts[s_lo:s_hi] - lo
+        Z = design(model_name, factors, idx[sel], mode)
+        gram[rows] = np.add.reduceat(np.einsum("br,bs->brs", Z, Z).reshape(len(Z), R * R), starts,
+                                     axis=0).reshape(len(rows), R, R)
+        rhs[rows] = np.add.reduceat(Z * values[sel, None], starts, axis=0)
+    return gram, rhs
+
+
+def solve_rows(gram: np.ndarray, rhs: np.ndarray, lam: float) -> np.ndarray:
+    """Solve (gram_i + λI) f_i = rhs_i for every row at once (stacked ``np.linalg.solve``).
+
+    With λ = 0 a singular row system (fewer observed entries than R) falls
+    back to the minimum-norm least-squares solution via ``np.linalg.pinv``;
+    rows without entries then get 0, as with λ > 0.
+    """
+    R = gram.shape[-1]
+    M = gram + lam * np.eye(R)
+    try:
+        return np.linalg.solve(M, rhs[..., None])[..., 0]
+    except np.linalg.LinAlgError:
+        return np.einsum("nrs,ns->nr", np.linalg.pinv(M, hermitian=True), rhs)
+
+
+def core_normal_equations(factors, idx: np.ndarray, values: np.ndarray, chunk: int = CHUNK):
+    """Tucker core: Σ_e w_e w_eᵀ (R³×R³) and Σ_e x_e w_e (R³), w_e = a_i ⊗ b_j ⊗ c_k (additive over entries)."""
+    A, B, C, G = factors
+    R = G.shape[0]
+    gram = np.zeros((R ** 3, R ** 3))
+    rhs = np.zeros(R ** 3)
+    for lo in range(0, len(values), chunk):
+        e = idx[lo:lo + chunk]
+        W = np.einsum("bp,bq,bt->bpqt", A[e[:, 0]], B[e[:, 1]], C[e[:, 2]]).reshape(len(e), R ** 3)
+        gram += W.T @ W
+        rhs += W.T @ values[lo:lo + chunk]
+    return gram, rhs
+
+
+def solve_core(gram: np.ndarray, rhs: np.ndarray, lam_core: float, R: int) -> np.ndarray:
+    """The core minimising eq. (7) given the factors: (gram + λg I) vec(G) = rhs (pinv if singular)."""
+    M = gram + lam_core * np.eye(len(rhs))
+    try:
+        g = np.linalg.solve(M, rhs)
+    except np.linalg.LinAlgError:
+        g = np.linalg.pinv(M, hermitian=True) @ rhs
+    return g.reshape(R, R, R)
+
+
+def rebalance(model_name: str, factors: list, lam: float, lam_core: float) -> None:
+    """Rescale the blocks in place without changing the model, so that the penalty of eq. (6)/(7) is smallest.
+
+    CP: component r is a_r ∘ b_r ∘ c_r; scaling a_r, b_r, c_r by s₁, s₂, s₃
+    with s₁s₂s₃ = 1 leaves it unchanged, and λ(‖s₁a_r‖² + ‖s₂b_r‖² + ‖s₃c_r‖²)
+    is smallest (AM–GM) when the three norms are equal, to (‖a_r‖‖b_r‖‖c_r‖)^(1/3).
+    Tucker, one mode at a time: A → AM and G_(1) → M⁻¹G_(1) (the mode-1
+    unfolding) leave ⟦G; A, B, C⟧ unchanged for any invertible M. With
+    S = MMᵀ, P = AᵀA and Q = G_(1)G_(1)ᵀ the penalty is
+    λo tr(PS) + λg tr(QS⁻¹), convex in S ≻ 0, minimal where S P S = (λg/λo) Q:
+    S = P^(-1/2) (P^(1/2) (λg/λo) Q P^(1/2))^(1/2) P^(-1/2), M = S^(1/2)
+    (skipped when P or Q is singular, or λo or λg is 0). Each step is an exact
+    minimisation over a gauge that leaves the data term unchanged, so the
+    objective never increases: ALS stays monotone, and this removes the slow
+    drift along the gauge that plain ALS with a ridge shows (paper eqs. 6–7
+    penalise the factors, so the gauge is not free).
+    """
+    if model_name == "cp":
+        norms = np.stack([np.sqrt(np.einsum("nr,nr->r", F, F)) for F in factors[:3]])    # (3, R)
+        ok = np.all(norms > 0, axis=0)
+        target = np.cbrt(np.prod(norms, axis=0))
+        for m in range(3):
+            factors[m] = factors[m] * np.where(ok, target / np.where(ok, norms[m], 1.0), 1.0)
+        return
+    if lam <= 0 or lam_core <= 0:
+        return
+    R = factors[3].shape[0]
+    c = lam_core / lam
+    for m in range(3):
+        P = factors[m].T @ factors[m]
+        Gm = np.moveaxis(factors[3], m, 0).reshape(R, R * R)
+        Q = Gm @ Gm.T
+        wp, Vp = np.linalg.eigh(P)
+        if wp.min() <= 1e-12 * max(wp.max(), 1e-300) or np.linalg.eigvalsh(Q).min() <= 0:
+            continue                  # a rank-deficient block: leave the gauge alone
+        P_half = (Vp * np.sqrt(wp)) @ Vp.T
+        P_mhalf = (Vp / np.sqrt(wp)) @ Vp.T
+        wk, Vk = np.linalg.eigh(P_half @ (c * Q) @ P_half)
+        S = P_mhalf @ ((Vk * np.sqrt(np.maximum(wk, 0))) @ Vk.T) @ P_mhalf
+        ws, Vs = np.linalg.eigh((S + S.T) / 2)
+        if ws.min() <= 0:
+            continue
+        M = (Vs * np.sqrt(ws)) @ Vs.T                      # M Mᵀ = S
+        M_inv = (Vs / np.sqrt(ws)) @ Vs.T
+        factors[m] = factors[m] @ M
+        factors[3] = np.moveaxis((M_inv @ Gm).reshape(R, R, R), 0, m)
+
+
+class EntryStats:
+    """Sufficient statistics of the ALS over one set of entries held in memory (the whole set, or one shard).
+
+    The entries are sorted once per mode (an order that depends on Ω only) so
+    that every row's entries are contiguous; :meth:`normal_equations` then
+    slices instead of gathering. Every method returns a sum over this set's
+    entries, so a coordinator can add the results of several shards
+    (:mod:`distdp.distributed.completion`).
+
+    Parameters
+    ----------
+    model_name : {'cp', 'tucker'}
+    idx : ndarray (n, 3)
+    values : ndarray (n,)
+    chunk : int
+    """
+
+    def __init__(self, model_name: str, idx: np.ndarray, values: np.ndarray, chunk: int = CHUNK):
+        self.model_name = model_name
+        self.chunk = int(chunk)
+        self.n = len(values)
+        self.idx, self.values = idx, values
+        self._cols = None
+        self._sorted = []
+        for mode in range(3):
+            order = ModeOrder.build(idx, mode)
+            sidx, svals = np.asfortranarray(idx[order.order]), values[order.order]   # contiguous columns
+            self._sorted.append((sidx, svals, ModeOrder(mode, None, order.rows, order.starts)))
+
+    def normal_equations(self, factors, mode: int):
+        """Per-row Gram matrices and right-hand sides of block ``mode`` (:func:`normal_equations`)."""
+        sidx, svals, order = self._sorted[mode]
+        return normal_equations(self.model_name, factors, sidx, svals, mode, order, self.chunk)
+
+    def core_normal_equations(self, factors):
+        """Tucker core: Σ w wᵀ and Σ x w (:func:`core_normal_equations`)."""
+        return core_normal_equations(factors, self.idx, self.values, self.chunk)
+
+    def _ab_c(self, factors, sl):
+        """(a_i ⊗ b_j) as (b, R²) rows and c_k (b, R) for the entries in slice ``sl``."""
+        i, j, k = self._columns()
+        A, B, C = factors[:3]
+        a, b = A[i[sl]], B[j[sl]]
+        R = A.shape[1]
+        return (a[:, :, None] * b[:, None, :]).reshape(len(a), R * R), C[k[sl]]
+
+    def core_rhs(self, factors) -> np.ndarray:
+        """Σ_e x_e a_i ⊗ b_j ⊗ c_k (R, R, R), two BLAS products per chunk."""
+        R = factors[0].shape[1]
+        out = np.zeros((R * R, R))
+        for sl in self._slices():
+            ab, c = self._ab_c(factors, sl)
+            out += (ab * self.values[sl, None]).T @ c
+        return out.reshape(R, R, R)
+
+    def core_apply(self, factors, V: np.ndarray) -> np.ndarray:
+        """Σ_e w_e (w_eᵀ vec V), w_e = a_i ⊗ b_j ⊗ c_k: the core Gram matrix times V, in O(|Ω| R³)."""
+        R = factors[0].shape[1]
+        Vm = V.reshape(R * R, R)
+        out = np.zeros((R * R, R))
+        for sl in self._slices():
+            ab, c = self._ab_c(factors, sl)
+            s = np.einsum("bt,bt->b", ab @ Vm, c)
+            out += (ab * s[:, None]).T @ c
+        return out.reshape(R, R, R)
+
+    def _columns(self):
+        if self._cols is None:     # contiguous index columns: gathers from strided columns are slow
+            self._cols = [np.ascontiguousarray(self.idx[:, m]) for m in range(3)]
+        return self._cols
+
+    def _slices(self):
+        return [slice(lo, lo + self.chunk) for lo in range(0, self.n, self.chunk)]
+
+    def data_term(self, factors) -> float:
+        """Σ_e (x_e − x̂_e)² over this set's entries (the data term of eq. 6/7)."""
+        model = MODELS[self.model_name]
+        i, j, k = self._columns()
+        total = 0.0
+        for lo in range(0, self.n, self.chunk):
+            sl = slice(lo, lo + self.chunk)
+            r = self.values[sl] - model.predict(factors, i[sl], j[sl], k[sl])
+            total += float(r @ r)
+        return total
+
+    def sum_squares(self) -> float:
+        """Σ x² (the all-zero model's data term)."""
+        return float(self.values @ self.values)
+
+
+def penalty(factors, lam: float, lam_core: float) -> float:
+    """λ(‖A‖² + ‖B‖² + ‖C‖²) (+ λg‖G‖² for Tucker): the regulariser of eq. (6)/(7)."""
+    out = lam * sum(float(np.sum(F * F)) for F in factors[:3])
+    return out + (lam_core * float(np.sum(factors[3] ** 2)) if len(factors) == 4 else 0.0)
+
+
+def core_cg(stats, factors, lam_core: float, max_iter: int, rtol: float = 1e-10) -> np.ndarray:
+    """Tucker core by conjugate gradients on (Σ w wᵀ + λg I) vec(G) = Σ x w, started at the current core.
+
+    Each iteration costs one product Σ_e w_e (w_eᵀ v), O(|Ω| R³) (against
+    O(|Ω| R⁶) to form the R³×R³ Gram matrix). CG started at the current core
+    decreases the quadratic (the objective of eq. 7 as a function of G) at
+    every iteration, so ALS stays monotone; it stops when the residual is
+    below ``rtol`` times the right-hand side's norm, or after ``max_iter``.
+    """
+    G = factors[3]
+    b = stats.core_rhs(factors)
+
+    def apply(v):
+        return stats.core_apply(factors, v) + lam_core * v
+
+    x = G.copy()
+    r = b - apply(x)
+    p = r.copy()
+    rr = float(np.sum(r * r))
+    stop = (rtol * float(np.sqrt(np.sum(b * b)))) ** 2
+    for _ in range(max_iter):
+        if rr <= stop:
+            break
+        Ap = apply(p)
+        alpha = rr / float(np.sum(p * Ap))
+        x = x + alpha * p
+        r = r - alpha * Ap
+        rr_new = float(np.sum(r * r))
+        p = r + (rr_new / rr) * p
+        rr = rr_new
+    return x
+
+
+DIRECT_CORE_MAX = 64      # R³ up to this (R ≤ 4): form the R³×R³ system; above: conjugate gradients
+CORE_CG_ITERS = 5         # CG iterations per sweep (warm-started: the core keeps improving across sweeps)
+
+
+def run_als(model_name: str, train: Optional[Observations], rank: int, cfg: ALSConfig, rng: np.random.Generator,
+            progress: Optional[Callable[[int, int, float], None]] = None,
+            init: Optional[tuple] = None, stats=None, shape: Optional[tuple] = None):
+    """Fit CP (eq. 6) or Tucker (eq. 7) factors to the training entries by ALS.
+
+    Parameters
+    ----------
+    model_name : {'cp', 'tucker'}
+    train : Observations or None
+        Training entries (values as the fit should see them: offset removed,
+        perturbed values under input perturbation). None with ``stats``.
+    rank : int
+    cfg : ALSConfig
+    rng : numpy.random.Generator
+        The data-independent initialisation (unused with ``init``).
+    progress : callable(sweep, max_sweeps, objective), optional
+    init : tuple of ndarray, optional
+        Initial factors (copied).
+    stats : object, optional
+        Where the sums over the entries come from: anything with the methods
+        of :class:`EntryStats` (``normal_equations(factors, mode)``,
+        ``core_normal_equations(factors)``, ``data_term(factors)``,
+        ``sum_squares()``), e.g. the sharded entries of
+        :mod:`distdp.distributed.completion`. Default: ``EntryStats`` over
+        ``train``.
+    shape : tuple, optional
+        Tensor shape when ``train`` is None.
+
+    Returns
+    -------
+    factors : tuple of ndarray
+        (A, B, C) or (A, B, C, G).
+    trace : SGDTrace
+        ``epochs_run`` = ``steps`` = sweeps run; ``objective`` before the
+        first sweep and after each; ``step_norm`` the change of all blocks
+        over each sweep; ``converged`` whether the relative decrease fell
+        below ``tol``; ``zero_objective`` Σ x² over the values given.
+
+    Raises
+    ------
+    SGDDivergedError
+        Non-finite factors (values too large for float64).
+    """
+    if model_name not in MODELS:
+        raise ValueError(f"model must be one of {sorted(MODELS)}, got {model_name!r}")
+    if not isinstance(rank, (int, np.integer)) or rank <= 0:
+        raise ValueError(f"rank must be a positive integer, got {rank!r}")
+    model = MODELS[model_name]
+    t0 = time.perf_counter()
+    if stats is None:
+        stats = EntryStats(model_name, train.idx, train.values, cfg.chunk)
+    shape = train.shape if shape is None else shape
+    factors = [F.copy() for F in init] if init is not None else list(
+        model.init_factors(shape, int(rank), cfg.init_scale, rng))
+
+    def objective_of(fs):
+        return stats.data_term(fs) + penalty(fs, cfg.lam, cfg.lam_core)
+
+    f = objective_of(factors)
+    objective, step_norm, converged = [f], [], False
+    for sweep in range(1, cfg.max_sweeps + 1):
+        before = [F.copy() for F in factors]
+        for mode in range(3):
+            gram, rhs = stats.normal_equations(factors, mode)
+            factors[mode] = solve_rows(gram, rhs, cfg.lam)
+        if model_name == "tucker":
+            if int(rank) ** 3 <= DIRECT_CORE_MAX:
+                gram, rhs = stats.core_normal_equations(factors)
+                factors[3] = solve_core(gram, rhs, cfg.lam_core, int(rank))
+            else:
+                factors[3] = core_cg(stats, factors, cfg.lam_core, max_iter=CORE_CG_ITERS)
+        rebalance(model_name, factors, cfg.lam, cfg.lam_core)
+        if not all(np.isfinite(F).all() for F in factors):
+            raise SGDDivergedError(f"ALS produced non-finite factors in sweep {sweep}: rescale the values", sweep)
+        f_new = objective_of(factors)
+        objective.append(f_new)
+        step_norm.append(float(np.sqrt(sum(np.sum((F - G) ** 2) for F, G in zip(factors, before)))))
+        if progress is not None:
+            progress(sweep, cfg.max_sweeps, f_new)
+        if cfg.tol > 0 and (f - f_new) <= cfg.tol * max(abs(f), 1e-300):
+            converged = True
+            break
+        f = f_new
+    trace = SGDTrace(epochs_run=len(step_norm), steps=len(step_norm), objective=tuple(objective),
+                     step_norm=tuple(step_norm), converged=converged, seconds=time.perf_counter() - t0,
+                     clipped_fraction=0.0, zero_objective=stats.sum_squares(), diverged_pass=None)
+    return tuple(factors), trace
+
+
+__all__ = ["ALSConfig", "ModeOrder", "EntryStats", "design", "normal_equations", "solve_rows",
+           "core_normal_equations", "solve_core", "core_cg", "rebalance", "penalty", "run_als"]
