@@ -32,7 +32,7 @@ from dp_accounting import dp_event as dpe
 
 from distdp.privacy import accounting
 from distdp.privacy.ledger import Release
-from distdp.privacy.mechanisms import check_delta, check_epsilon, l2_vector_noise, laplace_noise
+from distdp.privacy.mechanisms import add_laplace, check_delta, check_epsilon, l2_vector_noise
 
 NEIGHBOURS = ("two datasets differ in the value of one observed entry; the observation set Ω, the train/test "
               "split and the tensor shape are public")
@@ -153,7 +153,7 @@ def input_perturbation(values: np.ndarray, bounds: tuple[float, float], epsilon:
     lo, hi = check_bounds(bounds)
     check_epsilon(epsilon)
     clamped = np.clip(values, lo, hi)
-    noisy = clamped + laplace_noise(values.shape, (hi - lo) / epsilon, rng)
+    noisy = add_laplace(clamped, (hi - lo) / epsilon, rng)   # noise added to the value by the vetted sampler
     if clamp_noisy:
         noisy = np.clip(noisy, lo, hi)
     return noisy, int(np.sum(clamped != values))
