@@ -8,12 +8,9 @@ the topic-word matrix alone.
 """
 from __future__ import annotations
 
-import functools
-import operator
-
 import numpy as np
 
-from distdp.lda import refine
+from distdp.lda import moments, refine
 from distdp.lda.refine import CooccurrencePartial
 
 #: gensim's ε in its direct confirmation measures (``gensim.topic_coherence.direct_confirmation_measure.EPSILON``).
@@ -157,7 +154,7 @@ def coherence_on(backend, topic_word: np.ndarray, top_n: int = COHERENCE_TOP_N) 
     """
     top = np.argsort(-topic_word, axis=1, kind="stable")[:, :top_n]
     words = np.unique(top)
-    stats = functools.reduce(operator.add, backend.call("cooccurrence", words))
+    stats = moments.sum_partials(backend.call("cooccurrence", words))
     npmi = refine.npmi(top, stats, words)
     cv = c_v(top, stats, words)
     return {"mean": float(npmi.mean()), "per_topic": npmi, "top_n": top_n,

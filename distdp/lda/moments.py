@@ -40,6 +40,8 @@ moment, and ``N`` counts the other (eligible) documents only.
 """
 from __future__ import annotations
 
+import functools
+import operator
 from dataclasses import dataclass
 from typing import Callable
 
@@ -56,6 +58,15 @@ DOC_BLOCK = 8192
 #: Dense per-document entries (rows × columns) of one block of the sparse products
 #: (:func:`row_blocks`): their temporaries are O(this) = 32 MB, not O(n·p) for a whole shard.
 PRODUCT_BLOCK_ENTRIES = 1 << 22
+
+
+def sum_partials(parts):
+    """The sum of partial results in their given order (row blocks, or shards), starting from the first.
+
+    A fixed order makes runs reproducible, and no zero is added: one part is returned as it is, so a
+    matrix that fits in one block gives exactly its unblocked result.
+    """
+    return functools.reduce(operator.add, parts)
 
 
 def row_blocks(counts: sp.csr_matrix, width: int, entries: int | None = None):
@@ -194,13 +205,9 @@ def sym3_rows(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     row-wise ``A ⊙ A`` is d×k²: 4 GB at d = 50,000, k = 100 if formed whole).
     """
     d, k = A.shape
-    block = max(1, PRODUCT_BLOCK_ENTRIES // (k * k))
-    t = np.zeros((k * k, B.shape[1]))
-    for a in range(0, d, block):
-        Ab = A[a:a + block]
-        part = (Ab[:, :, None] * Ab[:, None, :]).reshape(len(Ab), k * k).T @ B[a:a + block]
-        t = part if a == 0 else t + part
-    t = t.reshape(k, k, k)
+    rows = max(1, PRODUCT_BLOCK_ENTRIES // (k * k))
+    t = sum_partials((A[a:a + rows, :, None] * A[a:a + rows, None, :]).reshape(-1, k * k).T @ B[a:a + rows]
+                   for a in range(0, d, rows)).reshape(k, k, k)
     return t + t.transpose(0, 2, 1) + t.transpose(2, 0, 1)
 
 
@@ -258,18 +265,16 @@ def m2_product_partial(counts: sp.csr_matrix, omega: np.ndarray, q_scale: float 
         w2 = w2 * doc_scale
     ct = counts.T  # a CSC view: scattering into d×p rows is ~5× faster than a transposed CSR copy
     diag = (ct @ w2)[:, None] * omega
-    e2 = q = None
-    for a, b, blk in row_blocks(counts, omega.shape[1]):  # C Ω in row blocks: O(block·p) memory
-        c_omega = np.asarray(blk @ omega)
-        bt = blk.T
+
+    def block(a, b, blk):  # C Ω for one row block: O(block·p) memory
+        c_omega, bt = np.asarray(blk @ omega), blk.T
         if q_scale is not None:
-            part = bt @ (c_omega * (w2[a:b] + q_scale * w1[a:b] * w1[a:b])[:, None])
-            e2 = part if e2 is None else e2 + part
-            continue
-        part, part_q = bt @ (c_omega * w2[a:b, None]), bt @ (c_omega * (w1[a:b] * w1[a:b])[:, None])
-        e2, q = (part, part_q) if e2 is None else (e2 + part, q + part_q)
-    e2 = np.asarray(e2 - diag)
-    return M2ProductPartial(e2, np.float64(0.0) if q_scale is not None else np.asarray(q))
+            folded = w2[a:b] + q_scale * w1[a:b] * w1[a:b]
+            return M2ProductPartial(bt @ (c_omega * folded[:, None]), np.float64(0.0))
+        return M2ProductPartial(bt @ (c_omega * w2[a:b, None]), bt @ (c_omega * (w1[a:b] * w1[a:b])[:, None]))
+
+    total = sum_partials(block(*b) for b in row_blocks(counts, omega.shape[1]))
+    return M2ProductPartial(np.asarray(total.e2 - diag), np.asarray(total.q) if q_scale is None else total.q)
 
 
 def q_fold_scale(n_docs: int, coef: MomentCoefficients) -> float:
@@ -404,21 +409,16 @@ def tensor_partial(counts: sp.csr_matrix, W: np.ndarray, weights: TensorWeights,
     g = np.asarray(ct @ weights.diag(w3))
     h2 = np.asarray(ct @ w2)
     omega, v = weights.omega(w1, w2, w3), weights.v(w1, w2, w3)
-    blocks = [(0, counts.shape[0], counts, Y)] if Y is not None else \
-        ((a, b, blk, None) for a, b, blk in row_blocks(counts, W.shape[1]))
-    cube = z = ym2 = sum_m1m1 = None
-    for a, b, blk, Yb in blocks:  # Y = C W in row blocks unless given: O(block·k) memory
+
+    def block(a, b, blk, Yb=None):  # Y = C W for one row block unless given: O(block·k) memory
         Yb = np.asarray(blk @ W) if Yb is None else Yb
-        parts = (weighted_cube_sum(Yb, omega[a:b]) if with_cube else None,
-                 np.asarray(blk.T @ (Yb * v[a:b, None])), (Yb * w2[a:b, None]).T @ Yb,
-                 (Yb * (w1[a:b] * w1[a:b])[:, None]).T @ Yb)
-        if z is None:
-            cube, z, ym2, sum_m1m1 = parts
-        else:
-            cube = cube + parts[0] if with_cube else None
-            z, ym2, sum_m1m1 = z + parts[1], ym2 + parts[2], sum_m1m1 + parts[3]
-    sum_m2 = ym2 - (W * h2[:, None]).T @ W
-    return TensorPartial(cube, z, g, sum_m2, sum_m1m1)
+        return TensorPartial(weighted_cube_sum(Yb, omega[a:b]) if with_cube else None,
+                             np.asarray(blk.T @ (Yb * v[a:b, None])), 0.0, (Yb * w2[a:b, None]).T @ Yb,
+                             (Yb * (w1[a:b] * w1[a:b])[:, None]).T @ Yb)
+
+    total = block(0, counts.shape[0], counts, Y) if Y is not None else \
+        sum_partials(block(*b) for b in row_blocks(counts, W.shape[1]))
+    return TensorPartial(total.cube, total.z, g, total.sum_m2 - (W * h2[:, None]).T @ W, total.sum_m1m1)
 
 
 def cube_apply(Y: np.ndarray, weights_vec: np.ndarray, U: np.ndarray) -> np.ndarray:

@@ -23,9 +23,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
-import functools
 import math
-import operator
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
@@ -34,6 +32,7 @@ import numpy as np
 
 from distdp import lda
 from distdp.lda import moments, refine, whitening
+from distdp.lda.moments import sum_partials
 from distdp.tensor.power import default_n_restarts, robust_power_method, simultaneous_power_method
 
 
@@ -211,11 +210,6 @@ class SpectralResult:
     def n_supported(self) -> int:
         """Topics the spectral stage found (``< k`` where M2 supports fewer, see :func:`fit_spectral`)."""
         return len(self.m2_eigenvalues)
-
-
-def sum_partials(parts: list):
-    """Sum the shards' partial results in shard order (a fixed reduction order, so runs are reproducible)."""
-    return functools.reduce(operator.add, parts)
 
 
 class Stages:
