@@ -34,7 +34,7 @@ def main() -> None:
     ap.add_argument("--eps", type=float, nargs="+", default=[2.0, 8.0])
     args = ap.parse_args()
     X, vocab, _, k = runpy.run_path(str(HERE / "refine_quality.py"))["load"]("reuters")
-    real = api.fit_lda(X, k, backend="local", seed=0, progress=False, refine=20, vocab=vocab)
+    real = api.fit_lda(X, k, backend="local", seed=0, progress=False, refine=20, vocab=vocab, refiner="em")
     beta = np.maximum(real.topic_word, 0)
     beta /= beta.sum(axis=1, keepdims=True)
     length = float(np.asarray(X.sum(axis=1)).mean())

@@ -41,7 +41,7 @@ GRID = [("reuters", 1.0, 1), ("reuters", 2.0, 1), ("reuters", 4.0, 1), ("reuters
 def real_topics(source: str):
     """(topics fitted on ``source`` by 20 variational EM iterations, k)."""
     X, vocab, _, k = runpy.run_path(str(HERE / "refine_quality.py"))["load"](source)
-    real = api.fit_lda(X, k, backend="local", seed=0, progress=False, refine=20, vocab=vocab)
+    real = api.fit_lda(X, k, backend="local", seed=0, progress=False, refine=20, vocab=vocab, refiner="em")
     beta = np.maximum(real.topic_word, 0)
     return beta / beta.sum(axis=1, keepdims=True), k
 

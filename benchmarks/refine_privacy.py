@@ -58,7 +58,7 @@ def one(X, k, eps, refine, unmix, seed):
 def main() -> None:
     rows = []
     for name, X, k, truth in corpora():
-        base = api.fit_lda(X, k, backend="local", seed=0, progress=False)
+        base = api.fit_lda(X, k, backend="local", seed=0, progress=False, refiner="em")
         rows.append({"corpus": name, "method": "non-private spectral", "epsilon": None,
                      "npmi": base.info["coherence"]["mean"],
                      "l1": None if truth is None else float(lda.matched_l1(base.topic_word, truth)[0])})

@@ -90,7 +90,8 @@ def run_distdp(X, k, refine):
     import distdp
 
     t = time.perf_counter()
-    m = distdp.fit_lda(X, k, backend="local", seed=0, progress=False, refine=refine, coherence=False)
+    m = distdp.fit_lda(X, k, backend="local", seed=0, progress=False, refine=refine, coherence=False,
+                       refiner="em")
     return m.topic_word, time.perf_counter() - t
 
 

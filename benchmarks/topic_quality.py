@@ -20,8 +20,10 @@ method              what is run (defaults unless said)
 ==================  ==========================================================================================
 distdp              ``distdp.api.fit_lda(corpus_dir, k, seed, coherence=False, progress=False, out=…)``
                     on the counts written as a 2-file parquet corpus: the library's defaults
-                    (backend "auto": in process below 5M nonzeros, as every corpus here is)
+                    (backend "auto": in process below 5M nonzeros, as every corpus here is; the
+                    refinement: 150 collapsed Gibbs sweeps from the spectral topics)
 distdp-spectral     the same with ``refine=0`` (the spectral fit alone)
+distdp-em           the same with ``refiner="em"`` (variational EM instead of Gibbs sampling)
 sklearn-online      ``LatentDirichletAllocation(n_components=k, learning_method="online", random_state=seed)``
 sklearn-batch       the same with ``learning_method="batch", max_iter=10``
 gensim-1            ``LdaMulticore(corpus, num_topics=k, id2word, passes=1, workers=1, random_state=seed)``
@@ -86,7 +88,7 @@ HERE = Path(__file__).resolve().parent
 corpora = types.SimpleNamespace(**runpy.run_path(str(HERE / "corpora.py")))
 
 RESULTS = HERE / "results"
-METHODS = ("distdp", "distdp-spectral", "sklearn-online", "sklearn-batch", "gensim-1", "gensim-10",
+METHODS = ("distdp", "distdp-spectral", "distdp-em", "sklearn-online", "sklearn-batch", "gensim-1", "gensim-10",
            "tomotopy-200", "tomotopy-1000")
 ANCHORS = tuple(m for m in METHODS if not m.startswith("distdp"))
 KS = (10, 20, 50)
@@ -131,15 +133,15 @@ class Context:
 # Each returns (topic_word (k, d) over the shared vocabulary, rows summing to 1; fit seconds).
 
 
-def run_distdp(ctx: Context, k: int, seed: int, refine: int | None) -> tuple[np.ndarray, float]:
-    """distdp's ``fit_lda`` with its defaults (``refine=None``) or ``refine=0``.
+def run_distdp(ctx: Context, k: int, seed: int, options: dict) -> tuple[np.ndarray, float]:
+    """distdp's ``fit_lda`` with its defaults and ``options`` (``{}``: the defaults alone).
 
     Parameters
     ----------
     ctx : Context
     k, seed : int
-    refine : int or None
-        None: not passed (the library default).
+    options : dict
+        Keyword arguments of ``fit_lda`` (``refine=0``, ``refiner="em"``).
 
     Returns
     -------
@@ -151,9 +153,8 @@ def run_distdp(ctx: Context, k: int, seed: int, refine: int | None) -> tuple[np.
 
     corpus_dir = ctx.parquet()
     out = Path(tempfile.mkdtemp(dir=ctx.workdir)) / "model"
-    kw = {} if refine is None else {"refine": refine}
     try:
-        model = fit_lda(str(corpus_dir), k, seed=seed, out=str(out), coherence=False, progress=False, **kw)
+        model = fit_lda(str(corpus_dir), k, seed=seed, out=str(out), coherence=False, progress=False, **options)
     finally:
         shutil.rmtree(out.parent, ignore_errors=True)
     if model.vocab is not None and list(model.vocab) != ctx.prep.vocab:
@@ -217,8 +218,9 @@ def run_tomotopy(ctx: Context, k: int, seed: int, iters: int) -> tuple[np.ndarra
 
 
 RUNNERS = {
-    "distdp": (run_distdp, None),
-    "distdp-spectral": (run_distdp, 0),
+    "distdp": (run_distdp, {}),
+    "distdp-spectral": (run_distdp, {"refine": 0}),
+    "distdp-em": (run_distdp, {"refiner": "em"}),
     "sklearn-online": (run_sklearn, "online"),
     "sklearn-batch": (run_sklearn, "batch"),
     "gensim-1": (run_gensim, 1),
@@ -407,6 +409,22 @@ def print_table(rows: dict) -> None:
               f"{_fmt(r['diversity'], '5.3f')} {_fmt(r['seconds'], '8.2f')}  {(r['error'] or '')[:70]}")
 
 
+def method_table(rows: dict, k: int) -> str:
+    """One Markdown row per corpus at ``k``: NPMI / C_V / diversity / seconds of every method (docs/topic_quality.md)."""
+    order = {c: i for i, c in enumerate(corpora.CORPORA)}
+    methods = [m for m in METHODS if any(r["method"] == m and r["k"] == k for r in rows.values())]
+    lines = ["| corpus (docs, tokens/doc) | " + " | ".join(methods) + " |", "|---" * (len(methods) + 1) + "|"]
+    for name in sorted({r["corpus"] for r in rows.values() if r["k"] == k}, key=lambda c: order.get(c, 99)):
+        cells = []
+        for m in methods:
+            r = rows.get((name, k, m))
+            cells.append("–" if r is None or r["npmi"] is None else
+                         f"{r['npmi']:.3f} / {_fmt(r['c_v'], '.2f')} / {r['diversity']:.2f} / {r['seconds']:.1f}")
+        r0 = next(r for r in rows.values() if r["corpus"] == name)
+        lines.append(f"| {name} ({r0['n_docs']:,}, {r0['mean_tokens']:.0f}) | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 #: The anchors of the issue's first target: 200 Gibbs iterations, 10 passes or fewer.
 CHEAP_ANCHORS = ("sklearn-online", "sklearn-batch", "gensim-1", "gensim-10", "tomotopy-200")
 
@@ -535,6 +553,8 @@ def main(argv=None) -> None:
         for name in names:
             run_corpus(name, ks, methods, args.runs, rows, out_json)
     print_table(rows)
+    for k in sorted({r["k"] for r in rows.values()}):
+        print(f"\nk = {k} (NPMI / C_V / diversity / seconds)\n" + method_table(rows, k))
     print("\n" + targets_table(rows))
     plot(rows, out_json.with_suffix(".png"))
     print(f"\nwrote {out_json} and {out_json.with_suffix('.png')}")

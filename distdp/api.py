@@ -158,8 +158,9 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
             delta: float | None = None, mechanism: str = "auto", refine_budget: float | None = None,
             length_cap: int = 100, reproducible: bool = False, public_corpus=None,
             working_vocab: int | str | None = None, unmix: int | None = None, declared_bounds=None,
-            whitening: str | None = None, vocab_public: bool = False, **solver) -> LDAModel:
-    """Fit a spectral LDA (or single-topic) model, optionally refined by variational EM.
+            whitening: str | None = None, vocab_public: bool = False, refiner: str | None = None,
+            **solver) -> LDAModel:
+    """Fit a spectral LDA (or single-topic) model, refined by collapsed Gibbs sampling or variational EM.
 
     Parameters
     ----------
@@ -188,15 +189,25 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
     seed : int, optional
         Seeds the eigensolver's test block and the power method's restarts.
     refine : int, optional
-        Most batch variational EM iterations after the spectral fit, on the
-        same shards (LDA only; default :data:`distdp.lda.pipeline.DEFAULT_REFINE`,
-        stopped earlier once the bound's relative change is below
-        :data:`distdp.lda.pipeline.EM_STOP_TOL`; 0: the pure spectral fit). EM
-        learns α (:func:`distdp.lda.refine.update_alpha`). In a private fit they
-        follow the unmixing passes, α stays the released spectral one, and
-        giving ``refine`` (even 0) turns the default unmixing passes off.
+        Iterations of the refinement after the spectral fit, on the same
+        shards (LDA only; 0: the pure spectral fit). With ``refiner="gibbs"``:
+        collapsed Gibbs sweeps started from the spectral topics (default
+        :data:`distdp.lda.pipeline.DEFAULT_SWEEPS`; :func:`distdp.lda.pipeline.refine_gibbs`).
+        With ``refiner="em"``: most batch variational EM iterations (default
+        :data:`distdp.lda.pipeline.DEFAULT_REFINE`, stopped earlier once the
+        bound's relative change is below :data:`distdp.lda.pipeline.EM_STOP_TOL`).
+        Both learn α (Minka's fixed point). In a private fit the refinement is
+        private EM: it follows the unmixing passes, α stays the released
+        spectral one, and giving ``refine`` (even 0) turns the default
+        unmixing passes off.
     eta : float, optional
-        Topic-word Dirichlet smoothing of the EM (default 1/k).
+        Topic-word Dirichlet prior of the refinement (default
+        :data:`distdp.lda.pipeline.GIBBS_ETA` for Gibbs sampling, 1/k for EM).
+    refiner : {'gibbs', 'em'}, optional
+        Non-private fits: the refinement. Default ``gibbs`` (collapsed Gibbs
+        sampling, distributed as AD-LDA; needs whole-number counts), ``em``
+        where a count is not a whole number. Private fits refine by private EM
+        only.
     coherence : bool
         Record the NPMI coherence of the topics on the training corpus (one more pass).
     out : str or Path, optional
@@ -275,7 +286,12 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
     t_start = time.perf_counter()
     if out is not None:
         check_output_dir(out, overwrite)
+    if refiner not in (None, "gibbs", "em"):
+        raise ValueError(f"refiner must be 'gibbs' or 'em', got {refiner!r}")
     if epsilon is not None or delta is not None:
+        if refiner == "gibbs":
+            raise ValueError("refiner='gibbs' is not private: a private fit refines by private EM (leave refiner "
+                             "out, or pass refiner='em')")
         from distdp.lda.private import fit as private_fit
         from distdp.lda.private.shard import PrivateShard
 
@@ -294,33 +310,47 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
         raise ValueError("reproducible, working_vocab, unmix, whitening, declared_bounds and vocab_public apply to "
                          "private fits only (give epsilon and delta)")
     if refine and model != "lda":
-        raise ValueError("refine (variational EM) applies to model='lda' only")
-    refine = (pipeline.DEFAULT_REFINE if model == "lda" else 0) if refine is None else refine
+        raise ValueError("refine (Gibbs sampling or variational EM) applies to model='lda' only")
     params = pipeline.SpectralParams(k=k, alpha0=alpha0, model=model, **solver)
     update, close = progress_bar(progress)
     rng = np.random.default_rng(seed)
     with open_corpus(corpus, vocab=vocab, vocab_size=vocab_size, workers=workers, backend=backend,
                      address=address, cpus_per_worker=cpus_per_worker) as oc:
         params.validate(oc.vocab_size)
-        eta = 1.0 / k if eta is None else float(eta)
+        refiner = _choose_refiner(oc.backend, model, refiner, refine)
+        if refine is None:
+            refine = 0 if model != "lda" else (pipeline.DEFAULT_SWEEPS if refiner == "gibbs" else
+                                               pipeline.DEFAULT_REFINE)
+        eta = (pipeline.GIBBS_ETA if refiner == "gibbs" else 1.0 / k) if eta is None else float(eta)
         try:
             res = pipeline.fit_spectral(oc.backend, oc.vocab_size, params, rng, progress=update)
             n_em = _em_iterations(res, k, model, refine)
             topic_word, alpha, variational, em = res.topic_word, res.alpha, None, None
-            if n_em:
+            if n_em and refiner == "gibbs":
+                em = pipeline.refine_gibbs(oc.backend, res.topic_word, pipeline.em_start_alpha(res.alpha), n_em,
+                                           eta, rng, progress=update)
+                topic_word, alpha, variational = em.topic_word, em.alpha, em.variational
+            elif n_em:
                 em = pipeline.refine_em(oc.backend, res.topic_word, pipeline.em_start_alpha(res.alpha),
                                         res.stats["n_tokens"], n_em, eta, progress=update, learn_alpha=True,
                                         stop_tol=pipeline.EM_STOP_TOL)
                 topic_word, alpha, variational = em.topic_word, em.alpha, em.variational
+            if em is not None:                                  # topics by decreasing learned α, as the spectral ones
+                order = np.argsort(-alpha, kind="stable")
+                topic_word, alpha, variational = topic_word[order], alpha[order], variational[order]
+                moved = float(np.abs(topic_word - res.topic_word[order]).sum(1).mean())
             coh = metrics.coherence_on(oc.backend, topic_word) if coherence else None
             resources = oc.resources()
         finally:
             close()
     timings = {"read": oc.read_seconds, **res.timings}
+    gibbs_run = isinstance(em, pipeline.GibbsResult)
     info = {
-        "method": "spectral" + (f" + {len(em.elbo)} variational EM iterations" if em is not None else ""),
+        "method": "spectral" + ("" if em is None else f" + {len(em.seconds) - 1} collapsed Gibbs sweeps" if gibbs_run
+                                else f" + {len(em.elbo)} variational EM iterations"),
         "parameters": {"k": k, "alpha0": alpha0, "model": model, "seed": seed, "backend": oc.kind,
-                       "workers": oc.backend.n_shards, "refine": refine, "eta": eta if em is not None else None,
+                       "workers": oc.backend.n_shards, "refine": refine, "refiner": refiner if em is not None else None,
+                       "eta": eta if em is not None else None,
                        **{f: getattr(params, f) for f in ("eigensolver", "eig_iters", "eig_tol", "oversample",
                                                           "tensor", "method", "n_iters")},
                        "n_restarts": params.restarts() if params.method == "robust" else None},
@@ -332,14 +362,23 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
         "tensor_eigenvalues": res.tensor_eigenvalues,
         "privacy": {"private": False, "note": "non-private fit: no noise was added at any edge"},
     }
-    if em is not None:
+    if gibbs_run:
+        timings["refine"] = float(sum(em.seconds))
+        info["refine"] = {"sweeps": len(em.seconds) - 1, "sampler": "collapsed Gibbs (Griffiths & Steyvers 2004), "
+                          "shards as AD-LDA (Newman et al. 2009), started from the spectral topics",
+                          "alpha": f"learned every {pipeline.ALPHA_EVERY} sweeps (Minka's fixed point on the "
+                                   "topic-count histograms), started symmetric at Σα/k of the spectral α",
+                          "spectral_alpha": res.alpha, "log_likelihood": em.log_likelihood, "seconds": em.seconds,
+                          "restarted_shards": em.restarts,
+                          "spectral_topic_word_l1_change": moved}
+    elif em is not None:
         timings["refine"] = float(sum(em.seconds))
         info["refine"] = {"iterations": len(em.elbo), "converged": em.converged, "stop_tol": pipeline.EM_STOP_TOL,
                           "alpha": "learned (Minka's Newton fixed point), started symmetric at Σα/k of the "
                                    "spectral α",
                           "spectral_alpha": res.alpha,
                           "elbo": em.elbo, "inner_iterations": em.inner_iterations, "seconds": em.seconds,
-                          "spectral_topic_word_l1_change": float(np.abs(topic_word - res.topic_word).sum(1).mean())}
+                          "spectral_topic_word_l1_change": moved}
     if coh is not None:
         info["coherence"] = {"measure": "NPMI", "top_n": coh["top_n"], "corpus": "training corpus",
                              "mean": coh["mean"], "per_topic": coh["per_topic"], "c_v": coh["c_v"],
@@ -349,6 +388,25 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
     if out is not None:
         fitted.save(out, overwrite=overwrite)
     return fitted
+
+
+def _choose_refiner(backend, model: str, refiner: str | None, refine: int | None) -> str:
+    """The refinement of a non-private fit: ``refiner`` if given, else ``gibbs`` where it can run, else ``em``.
+
+    Gibbs sampling needs numba and whole-number counts; asked for where it
+    cannot run, it is an error naming why.
+    """
+    from distdp.lda import gibbs
+
+    if model != "lda" or refine == 0 or refiner == "em":
+        return refiner or "em"
+    why = ("numba is not installed" if not gibbs.available() else
+           "the corpus has counts that are not whole numbers" if not all(backend.call("integral_counts")) else None)
+    if why is None:
+        return "gibbs"
+    if refiner == "gibbs":
+        raise ValueError(f"refiner='gibbs' samples whole tokens with numba, but {why}: use refiner='em'")
+    return "em"
 
 
 def _em_iterations(res: pipeline.SpectralResult, k: int, model: str, refine: int) -> int:
@@ -369,8 +427,8 @@ def _em_iterations(res: pipeline.SpectralResult, k: int, model: str, refine: int
                          "model='lda'.")
     n = max(refine, pipeline.FILL_REFINE)
     warnings.warn(f"the data support {m} of the k={k} topics (M2 has {m} positive eigenvalues among its top {k}); "
-                  f"the other {k - m} were split from the heaviest spectral topics and separated by {n} variational "
-                  f"EM iterations (model.json: corpus.n_topics_spectral). Use k ≤ {m} for spectral topics only.",
+                  f"the other {k - m} were split from the heaviest spectral topics and separated by {n} refinement "
+                  f"iterations (model.json: corpus.n_topics_spectral). Use k ≤ {m} for spectral topics only.",
                   stacklevel=3)
     return n
 

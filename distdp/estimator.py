@@ -311,11 +311,17 @@ class SpectralLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
     model : {'lda', 'stm'}, default='lda'
         ``'stm'``: the single-topic model (one topic per document, α0 → 0).
     refine : int, optional
-        Most variational EM iterations after the spectral fit (LDA only);
-        None: ``fit_lda``'s default (20, stopped earlier on convergence; in a
-        private fit, unmixing passes instead); 0: the pure spectral fit.
+        Iterations of the refinement after the spectral fit (LDA only):
+        collapsed Gibbs sweeps or variational EM iterations (``refiner``);
+        None: ``fit_lda``'s default (150 sweeps; 20 EM iterations, stopped
+        earlier on convergence; in a private fit, unmixing passes instead);
+        0: the pure spectral fit.
+    refiner : {'gibbs', 'em'}, optional
+        Non-private fits: collapsed Gibbs sampling from the spectral topics
+        (default where the counts are whole numbers) or batch variational EM.
     eta : float, optional
-        Topic-word Dirichlet smoothing of the EM (default 1/k).
+        Topic-word Dirichlet prior of the refinement (default 0.01 for Gibbs
+        sampling, 1/k for EM).
     privacy : PrivacyOptions, optional
         Make the fit differentially private. The topics are then released
         under the guarantee; ``transform`` of private documents is private data.
@@ -404,11 +410,13 @@ class SpectralLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
     def __init__(self, n_components: int = 10, *, alpha0: float = 1.0, model: str = "lda",
                  refine: int | None = None, eta: float | None = None, privacy: PrivacyOptions | None = None,
                  solver: SolverOptions | None = None, cluster: ClusterOptions | None = None,
-                 random_state=None, vocabulary=None, coherence: bool = False, progress: bool = False):
+                 random_state=None, vocabulary=None, coherence: bool = False, progress: bool = False,
+                 refiner: str | None = None):
         self.n_components = n_components
         self.alpha0 = alpha0
         self.model = model
         self.refine = refine
+        self.refiner = refiner
         self.eta = eta
         self.privacy = privacy
         self.solver = solver
@@ -430,8 +438,10 @@ class SpectralLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
             raise InvalidParameterError(f"alpha0 must be a number (ignored by model='stm'), got {self.alpha0!r}")
         _check_int("refine", self.refine, 0)
         if self.refine and self.model != "lda":
-            raise InvalidParameterError(f"refine (variational EM) applies to model='lda' only, got refine="
-                                        f"{self.refine!r} with model={self.model!r}")
+            raise InvalidParameterError(f"refine (Gibbs sampling or variational EM) applies to model='lda' only, got "
+                                        f"refine={self.refine!r} with model={self.model!r}")
+        if self.refiner not in (None, "gibbs", "em"):
+            raise InvalidParameterError(f"refiner must be 'gibbs', 'em' or None, got {self.refiner!r}")
         _check_real("eta", self.eta)
         for name, cls in (("privacy", PrivacyOptions), ("solver", SolverOptions), ("cluster", ClusterOptions)):
             value = getattr(self, name)
@@ -463,6 +473,7 @@ class SpectralLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
 
     def _fit_kwargs(self, seed: int | None) -> dict:
         kw = {"alpha0": float(self.alpha0), "model": self.model, "refine": self.refine, "eta": self.eta,
+              "refiner": self.refiner,
               "seed": seed, "progress": bool(self.progress), "coherence": bool(self.coherence)}
         kw.update((self.solver or SolverOptions()).fit_lda_kwargs())
         kw.update((self.cluster or ClusterOptions()).fit_lda_kwargs())

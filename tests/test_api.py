@@ -67,8 +67,8 @@ def test_k_larger_than_data_supports_still_gives_k_topics():
     """Documents that use only 3 words give an M2 of rank ≤ 3: a fit asked for k = 5 returns 5 topics and says so.
 
     The spectral stage finds the supported ones, the rest are split and
-    separated by EM; stderr (a warning) and ``model.json`` report how many
-    came from the spectral stage. The single-topic model, which has no EM,
+    separated by the refinement; stderr (a warning) and ``model.json`` report how many
+    came from the spectral stage. The single-topic model, which has no refinement,
     fails naming the k that works.
     """
     rng = np.random.default_rng(0)
@@ -79,7 +79,7 @@ def test_k_larger_than_data_supports_still_gives_k_topics():
     assert 1 <= m <= 3
     assert model.topic_word.shape == (5, 20) and model.alpha.shape == (5,)
     np.testing.assert_allclose(model.topic_word.sum(axis=1), 1.0)
-    assert model.info["refine"]["iterations"] >= 1
+    assert model.info["refine"]["sweeps"] >= 1
     with pytest.raises(ValueError, match=rf"k=5 is larger than the data supports.*Use k ≤ {m}"):
         distdp.fit_lda(X, 5, backend="local", progress=False, seed=0, model="stm")
 

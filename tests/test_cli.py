@@ -36,8 +36,8 @@ def test_cli_make_corpus_and_fit_local(tmp_path, capsys):
 
 def test_cli_transform_coherence_export(tmp_path, small, capsys):
     write_corpus(tmp_path / "c", small.counts, 2, [f"w{i}" for i in range(60)], [f"d{i}" for i in range(400)])
-    assert main(["fit-lda", str(tmp_path / "c"), "--k", "4", "--refine", "2", "--out", str(tmp_path / "m"),
-                 "--local", "--seed", "0", "--no-progress"]) == 0
+    assert main(["fit-lda", str(tmp_path / "c"), "--k", "4", "--refine", "2", "--refiner", "em", "--out",
+                 str(tmp_path / "m"), "--local", "--seed", "0", "--no-progress"]) == 0
     meta = json.loads((tmp_path / "m" / "model.json").read_text())
     assert len(meta["refine"]["elbo"]) == 2 and (tmp_path / "m" / "variational.npy").is_file()
     assert main(["transform", str(tmp_path / "m"), str(tmp_path / "c"), "--out", str(tmp_path / "t.parquet"),

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from distdp.lda.pipeline import DEFAULT_REFINE, EM_STOP_TOL
+from distdp.lda.pipeline import DEFAULT_REFINE, DEFAULT_SWEEPS, EM_STOP_TOL, GIBBS_ETA
 from distdp.lda.private.scalable import DENSE_WHITENING_MAX_WORDS, WHITENING_FORMS
 
 
@@ -57,12 +57,16 @@ def register(sub) -> None:
                                                 "at k = 100; private fits, on a noisy tensor: max(10, ⌈k ln 10k⌉))")
     p.add_argument("--iters", type=int, help="power-method iterations R")
     p.add_argument("--refine", type=int,
-                   help="most batch variational EM iterations after the spectral fit, stopped earlier when the "
-                        f"bound's relative change is below {EM_STOP_TOL:g}; α is learned (LDA only; default "
-                        f"{DEFAULT_REFINE}, 0 for the pure "
-                        "spectral fit; in a private fit they follow the unmixing passes, α stays fixed, and giving "
-                        "--refine turns the default unmixing pass off)")
-    p.add_argument("--eta", type=float, help="topic-word Dirichlet smoothing of the EM (default 1/k)")
+                   help="iterations of the refinement after the spectral fit (LDA only; 0: the pure spectral fit): "
+                        f"collapsed Gibbs sweeps (default {DEFAULT_SWEEPS}) or, with --refiner em, most variational "
+                        f"EM iterations (default {DEFAULT_REFINE}, stopped when the bound's relative change is below "
+                        f"{EM_STOP_TOL:g}); α is learned. In a private fit: private EM iterations after the unmixing "
+                        "passes, α fixed, and giving --refine turns the default unmixing pass off")
+    p.add_argument("--refiner", choices=("gibbs", "em"),
+                   help="non-private fits: collapsed Gibbs sampling from the spectral topics (default; whole-number "
+                        "counts) or batch variational EM")
+    p.add_argument("--eta", type=float, help=f"topic-word Dirichlet prior of the refinement (default {GIBBS_ETA:g} "
+                                             "for Gibbs sampling, 1/k for EM)")
     p.add_argument("--no-coherence", action="store_true", help="skip the NPMI coherence pass")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     d = p.add_argument_group("differential privacy (one document, replace-one neighbours)")
@@ -143,7 +147,8 @@ def run(args) -> int:
                     epsilon=args.epsilon, delta=args.delta, mechanism=args.mechanism,
                     refine_budget=args.refine_budget, length_cap=args.length_cap, reproducible=args.reproducible,
                     public_corpus=args.public_corpus, working_vocab=args.working_vocab, unmix=args.unmix,
-                    declared_bounds=args.declared_bounds, whitening=args.whitening, vocab_public=args.vocab_public)
+                    declared_bounds=args.declared_bounds, whitening=args.whitening, vocab_public=args.vocab_public,
+                    refiner=args.refiner)
     elapsed = time.perf_counter() - t0
     print(model.format_top_words(), end="")
     t = model.info.get("timings_s")

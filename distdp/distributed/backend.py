@@ -109,6 +109,7 @@ class RayBackend:
             self.actors = [ShardActor.options(**opts).remote(shard_class, list(g), vocab_size, None,
                                                                with_doc_ids) for g in groups]
         self.n_shards = len(self.actors)
+        self.cores_per_shard = max(1, int(cpus_per_worker))
         try:
             self.info = self._get([a.ready.remote() for a in self.actors], timeout=start_timeout)
         except ray.exceptions.GetTimeoutError:
@@ -134,6 +135,12 @@ class RayBackend:
         The bytes of array payload returned per round are recorded in ``traffic[method]``.
         """
         out = self._get([a.call.remote(method, *args) for a in self.actors])
+        self.traffic.setdefault(method, []).append(sum(payload_nbytes(r) for r in out))
+        return out
+
+    def call_each(self, method: str, args: list) -> list:
+        """Run ``<shard>.<method>(*args[i])`` on actor i in one round; results in shard order."""
+        out = self._get([a.call.remote(method, *x) for a, x in zip(self.actors, args)])
         self.traffic.setdefault(method, []).append(sum(payload_nbytes(r) for r in out))
         return out
 

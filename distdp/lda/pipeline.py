@@ -24,6 +24,7 @@ import contextlib
 import dataclasses
 import hashlib
 import math
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
@@ -31,7 +32,7 @@ from typing import Any, Callable, Protocol
 import numpy as np
 
 from distdp import lda
-from distdp.lda import moments, refine, whitening
+from distdp.lda import gibbs, moments, refine, whitening
 from distdp.lda.moments import sum_partials
 from distdp.tensor.power import default_n_restarts, robust_power_method, simultaneous_power_method
 
@@ -86,19 +87,37 @@ class Backend(Protocol):
 
     def call(self, method: str, *args: Any) -> list: ...
 
+    def call_each(self, method: str, args: list) -> list: ...
+
     def broadcast(self, value: Any) -> Any: ...
 
 
+def usable_cores() -> int:
+    """Cores this process may run on (its CPU affinity where the OS has one, as on Linux; else all)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:                                   # macOS, Windows
+        return os.cpu_count() or 1
+
+
 class LocalBackend:
-    """Shards held in this process (tests, tiny data, and the reference for Ray)."""
+    """Shards held in this process (tests, tiny data, and the reference for Ray).
+
+    ``cores_per_shard``: the cores a shard may use in threads (this process's, shared by the shards).
+    """
 
     def __init__(self, shards):
         self.shards = list(shards)
         self.n_shards = len(self.shards)
+        self.cores_per_shard = max(1, usable_cores() // max(self.n_shards, 1))
 
     def call(self, method: str, *args: Any) -> list:
         """Run ``Shard.<method>(*args)`` on every shard, in order."""
         return [getattr(s, method)(*args) for s in self.shards]
+
+    def call_each(self, method: str, args: list) -> list:
+        """Run ``Shard.<method>(*args[i])`` on shard i, in order."""
+        return [getattr(s, method)(*a) for s, a in zip(self.shards, args)]
 
     def broadcast(self, value: Any) -> Any:
         """In-process, a broadcast value is the value itself."""
@@ -450,3 +469,103 @@ def refine_em(backend: Backend, topic_word: np.ndarray, alpha: np.ndarray, n_tok
             converged = True
             break
     return RefineResult(lam, elbo, inner, secs, alpha if learn_alpha else None, converged)
+
+
+#: Collapsed Gibbs sweeps of the default refinement, the sweeps between two α updates, and the topic-word
+#: prior η of the sampler (MALLET's and tomotopy's 0.01). Chosen on the eight real corpora of
+#: ``benchmarks/topic_quality.py`` (docs/topic_quality.md).
+DEFAULT_SWEEPS, ALPHA_EVERY, GIBBS_ETA = 150, 10, 0.01
+
+
+@dataclass
+class GibbsResult:
+    """Collapsed Gibbs sampling from the spectral start (:mod:`distdp.lda.gibbs`).
+
+    Attributes
+    ----------
+    counts : ndarray (d, k)
+        Topic-word counts ``n_wk`` of the last sweep.
+    eta : float
+        The topic-word prior.
+    alpha : ndarray (k,)
+        The learned Dirichlet α.
+    log_likelihood : list of (int, float)
+        ``(sweep, log p(w | z))`` every :data:`ALPHA_EVERY` sweeps and at the end (the chain's trace).
+    seconds : list of float
+        Wall time per sweep (the first: drawing the start).
+    restarts : int
+        Shards that lost their chain (actor restarts) and were seeded again.
+    """
+
+    counts: np.ndarray
+    eta: float
+    alpha: np.ndarray
+    log_likelihood: list
+    seconds: list
+    restarts: int = 0
+
+    @property
+    def variational(self) -> np.ndarray:
+        """The posterior Dirichlet parameters of the topics given the last sample, ``n_kw + η`` (k×d)."""
+        return self.counts.T + self.eta
+
+    @property
+    def topic_word(self) -> np.ndarray:
+        """Posterior-mean topics ``(n_kw + η)/(n_k + dη)``."""
+        return gibbs.topics_from_counts(self.counts, self.eta)
+
+
+def refine_gibbs(backend: Backend, topic_word: np.ndarray, alpha: np.ndarray, n_sweeps: int, eta: float,
+                 rng: np.random.Generator, progress: Callable | None = None,
+                 alpha_every: int = ALPHA_EVERY) -> GibbsResult:
+    """Collapsed Gibbs sampling started from spectral topics, distributed as AD-LDA (:mod:`distdp.lda.gibbs`).
+
+    Every token's first topic is drawn from ``topic_word``; then per sweep
+    the coordinator broadcasts the topic-word counts (d×k), every shard
+    sweeps its tokens against them and returns its own counts, and the
+    coordinator sums them in shard order. Traffic is O(d·k) per shard per
+    sweep; shard work O(tokens·k). Every ``alpha_every`` sweeps the shards
+    also return their histograms of the documents' topic counts and α takes
+    Minka's fixed point on them (:func:`distdp.lda.gibbs.update_alpha`).
+
+    Parameters
+    ----------
+    topic_word : ndarray (k, d)
+        The spectral topics (rows summing to 1).
+    alpha : ndarray (k,)
+        The start of α.
+    n_sweeps : int
+        Sweeps after the start (≥ 1).
+    eta : float
+        Topic-word prior.
+    rng : numpy.random.Generator
+        Seeds the shards' streams.
+    """
+    check_em_args(n_sweeps, eta)
+    entropy = int(rng.integers(2 ** 63))
+    seeds = [np.random.SeedSequence(entropy, spawn_key=(i,)) for i in range(backend.n_shards)]
+    threads = getattr(backend, "cores_per_shard", 1)
+    alpha = np.asarray(alpha, dtype=np.float64)
+    key = time.time_ns()
+    t0 = time.perf_counter()
+    # floored: a word no spectral topic gives weight still draws a topic ∝ n_dk + α_k
+    phi = backend.broadcast(np.ascontiguousarray(np.maximum(topic_word, 1e-12).T))
+    nwk = sum_partials(backend.call_each("gibbs_start", [(key, phi, alpha, s, threads) for s in seeds]))
+    secs, trace, restarts = [time.perf_counter() - t0], [], 0
+    for t in range(1, n_sweeps + 1):
+        t0 = time.perf_counter()
+        hist = t % alpha_every == 0 or t == n_sweeps
+        sweep_seeds = [np.random.SeedSequence(entropy, spawn_key=(i, t)) for i in range(backend.n_shards)]
+        ref = backend.broadcast(nwk)
+        parts = backend.call_each("gibbs_sweep", [(key, ref, alpha, eta, s, threads, hist) for s in sweep_seeds])
+        nwk = sum_partials([p[0] for p in parts])
+        restarts += sum(bool(p[2]) for p in parts)
+        if hist:
+            H, L = gibbs.sum_histograms([p[1] for p in parts])
+            if t % alpha_every == 0:
+                alpha = gibbs.update_alpha(alpha, H, L)
+            trace.append((t, gibbs.word_log_likelihood(nwk, eta)))
+        secs.append(time.perf_counter() - t0)
+        if progress is not None:
+            progress("refine", t, n_sweeps)
+    return GibbsResult(nwk, float(eta), alpha, trace, secs, restarts)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from distdp.lda import moments, refine
+from distdp.lda import gibbs, moments, refine
 
 
 @dataclass
@@ -73,6 +73,7 @@ class Shard:
         self._gamma_key = None
         self._gamma = None
         self._view = None
+        self._chain = None
 
     @property
     def vocab_size(self) -> int:
@@ -164,6 +165,34 @@ class Shard:
         res = refine.e_step(self.counts, exp_elog_beta, alpha, None, max_iter, tol, False, with_bound=False)
         return (refine.theta_from_gamma(res.gamma).astype(np.float32),
                 moments.doc_lengths(self.counts), self.doc_ids)
+
+    # ------------------------------------------------------------------ collapsed Gibbs sampling
+    def integral_counts(self) -> bool:
+        """Whether every count is a whole number (:func:`distdp.lda.gibbs.integral_counts`)."""
+        return gibbs.integral_counts(self.counts)
+
+    def gibbs_start(self, key, phi_wk: np.ndarray, alpha: np.ndarray, seed: np.random.SeedSequence,
+                    threads: int = 1) -> np.ndarray:
+        """Draw every token's first topic from ``phi_wk`` (d×k); return this shard's topic-word counts (d×k)."""
+        self._chain = (key, gibbs.ShardChain(self.counts, phi_wk, alpha, seed, threads))
+        return self._chain[1].nwk.copy()
+
+    def gibbs_sweep(self, key, nwk: np.ndarray, alpha: np.ndarray, eta: float, seed: np.random.SeedSequence,
+                    threads: int = 1, histograms: bool = False) -> tuple:
+        """One sweep against the global counts: ``(this shard's counts d×k, histograms or None, restarted)``.
+
+        After an actor restart (no chain under ``key``) the shard draws its
+        tokens' topics again from the current topics ``(n_wk + η)/(n_k + dη)``
+        and returns those counts without sweeping (``restarted`` True), so the
+        coordinator's next sum is consistent again.
+        """
+        if self._chain is None or self._chain[0] != key:
+            chain = gibbs.ShardChain(self.counts, gibbs.topics_from_counts(nwk, eta).T, alpha, seed, threads)
+            self._chain = (key, chain)
+            return chain.nwk.copy(), chain.count_histograms() if histograms else None, True
+        chain = self._chain[1]
+        counts = chain.sweep(nwk, alpha, eta)
+        return counts, chain.count_histograms() if histograms else None, False
 
     def cooccurrence(self, words: np.ndarray) -> refine.CooccurrencePartial:
         """Document frequencies of ``words`` and of their pairs."""

@@ -84,7 +84,7 @@ def test_scaled_contributions_have_the_cap_as_norm(small):
 def test_elbo_never_decreases(small):
     """Batch VB with warm-started E-steps is coordinate ascent: the bound is non-decreasing."""
     m = distdp.fit_lda(small.counts, 4, alpha0=1.0, backend="local", workers=2, seed=1, progress=False,
-                       refine=8, eta=0.05)
+                       refine=8, eta=0.05, refiner="em")
     elbo = np.array(m.info["refine"]["elbo"])
     assert 2 <= len(elbo) == m.info["refine"]["iterations"] <= 8     # at most 8; the stopping rule may end it sooner
     # allowance: rounding of a sum of ~10⁴ terms of size ~10 (relative 1e-12)
@@ -94,7 +94,7 @@ def test_elbo_never_decreases(small):
 
 def test_refinement_keeps_or_improves_recovery():
     c = sample_corpus(5000, 400, 5, np.random.default_rng(3), alpha0=1.0)
-    kw = dict(alpha0=1.0, backend="local", seed=0, progress=False)
+    kw = dict(alpha0=1.0, backend="local", seed=0, progress=False, refiner="em")
     spec = distdp.fit_lda(c.counts, 5, refine=0, **kw)
     ref = distdp.fit_lda(c.counts, 5, refine=3, **kw)
     e0, e1 = distdp.matched_l1(spec.topic_word, c.topic_word)[0], distdp.matched_l1(ref.topic_word, c.topic_word)[0]
@@ -129,7 +129,7 @@ def test_fit_records_coherence_and_reuters_topics_are_coherent():
 @pytest.mark.parametrize("kwargs,needle", [
     (dict(refine=-1), "refine .EM iterations. must be ≥ 0"),
     (dict(refine=2, eta=0.0), "eta .topic-word smoothing. must be > 0"),
-    (dict(refine=2, model="stm"), "refine .variational EM. applies to model='lda' only"),
+    (dict(refine=2, model="stm"), "refine .Gibbs sampling or variational EM. applies to model='lda' only"),
 ])
 def test_bad_refine_parameters(small, kwargs, needle):
     with pytest.raises(ValueError, match=needle):
