@@ -61,6 +61,9 @@ class OpenCorpus:
             self.ray_backend.shutdown()
 
 
+#: The spectral stage's Σα when the user gives none; the refinement then learns α from the data.
+DEFAULT_ALPHA0 = 1.0
+
 #: With ``backend="auto"`` and no cluster address, a corpus of at most this many stored (document, word)
 #: counts is fitted in this process: starting Ray and its actors (3–5 s) would cost more than the fit.
 AUTO_LOCAL_MAX_NONZEROS = 5_000_000
@@ -150,7 +153,7 @@ def open_corpus(corpus, *, vocab=None, vocab_size: int | None = None, workers: i
         oc.close()
 
 
-def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=None,
+def fit_lda(corpus, k: int, *, alpha0: float | None = None, model: str = "lda", vocab=None,
             vocab_size: int | None = None, workers: int | None = None, backend: str = "auto",
             address: str | None = None, seed: int | None = None, refine: int | None = None, eta: float | None = None,
             coherence: bool = True, out: str | Path | None = None, overwrite: bool = False,
@@ -169,8 +172,14 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
         count matrix.
     k : int
         Number of topics.
-    alpha0 : float
-        Dirichlet concentration Σα (LDA). Must be > 0.
+    alpha0 : float, optional
+        Dirichlet concentration Σα (LDA), > 0. Not given (the default): the
+        spectral stage uses :data:`DEFAULT_ALPHA0` and the refinement learns
+        α from the data (its Σα is ``info["refine"]["learned_alpha0"]``; from
+        α0 = 0.1 to 20 it converged to the same value on real corpora, see
+        the refinement guide). Given: the spectral stage uses it and the
+        refinement keeps α fixed at α0/k for every topic (the prior of
+        scikit-learn's ``doc_topic_prior``), so the user's α0 wins.
     model : {'lda', 'stm'}
         ``stm`` is the single-topic model (α0 → 0).
     vocab : str, Path or list of str, optional
@@ -286,6 +295,8 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
     t_start = time.perf_counter()
     if out is not None:
         check_output_dir(out, overwrite)
+    alpha_given = alpha0 is not None
+    alpha0 = DEFAULT_ALPHA0 if alpha0 is None else alpha0
     if refiner not in (None, "gibbs", "em"):
         raise ValueError(f"refiner must be 'gibbs' or 'em', got {refiner!r}")
     if epsilon is not None or delta is not None:
@@ -326,15 +337,16 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
             res = pipeline.fit_spectral(oc.backend, oc.vocab_size, params, rng, progress=update)
             n_em = _em_iterations(res, k, model, refine)
             topic_word, alpha, variational, em = res.topic_word, res.alpha, None, None
+            start = np.full(k, alpha0 / k) if alpha_given else pipeline.em_start_alpha(res.alpha)
             if n_em and refiner == "gibbs":
-                em = pipeline.refine_gibbs(oc.backend, res.topic_word, pipeline.em_start_alpha(res.alpha), n_em,
-                                           eta, rng, progress=update)
+                em = pipeline.refine_gibbs(oc.backend, res.topic_word, start, n_em, eta, rng, progress=update,
+                                           alpha_every=None if alpha_given else pipeline.ALPHA_EVERY)
                 topic_word, alpha, variational = em.topic_word, em.alpha, em.variational
             elif n_em:
-                em = pipeline.refine_em(oc.backend, res.topic_word, pipeline.em_start_alpha(res.alpha),
-                                        res.stats["n_tokens"], n_em, eta, progress=update, learn_alpha=True,
-                                        stop_tol=pipeline.EM_STOP_TOL)
-                topic_word, alpha, variational = em.topic_word, em.alpha, em.variational
+                em = pipeline.refine_em(oc.backend, res.topic_word, start, res.stats["n_tokens"], n_em, eta,
+                                        progress=update, learn_alpha=not alpha_given, stop_tol=pipeline.EM_STOP_TOL)
+                alpha = em.alpha if em.alpha is not None else start
+                topic_word, variational = em.topic_word, em.variational
             if em is not None:                                  # topics by decreasing learned α, as the spectral ones
                 order = np.argsort(-alpha, kind="stable")
                 topic_word, alpha, variational = topic_word[order], alpha[order], variational[order]
@@ -348,7 +360,7 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
     info = {
         "method": "spectral" + ("" if em is None else f" + {len(em.seconds) - 1} collapsed Gibbs sweeps" if gibbs_run
                                 else f" + {len(em.elbo)} variational EM iterations"),
-        "parameters": {"k": k, "alpha0": alpha0, "model": model, "seed": seed, "backend": oc.kind,
+        "parameters": {"k": k, "alpha0": alpha0, "alpha0_given": alpha_given, "model": model, "seed": seed, "backend": oc.kind,
                        "workers": oc.backend.n_shards, "refine": refine, "refiner": refiner if em is not None else None,
                        "eta": eta if em is not None else None,
                        **{f: getattr(params, f) for f in ("eigensolver", "eig_iters", "eig_tol", "oversample",
@@ -366,16 +378,20 @@ def fit_lda(corpus, k: int, *, alpha0: float = 1.0, model: str = "lda", vocab=No
         timings["refine"] = float(sum(em.seconds))
         info["refine"] = {"sweeps": len(em.seconds) - 1, "sampler": "collapsed Gibbs (Griffiths & Steyvers 2004), "
                           "shards as AD-LDA (Newman et al. 2009), started from the spectral topics",
-                          "alpha": f"learned every {pipeline.ALPHA_EVERY} sweeps (Minka's fixed point on the "
-                                   "topic-count histograms), started symmetric at Σα/k of the spectral α",
+                          "alpha": (f"fixed at alpha0/k = {alpha0 / k:g} (alpha0 given)" if alpha_given else
+                                    f"learned every {pipeline.ALPHA_EVERY} sweeps (Minka's fixed point on the "
+                                    "topic-count histograms), started symmetric at Σα/k of the spectral α"),
+                          "learned_alpha0": None if alpha_given else float(alpha.sum()),
                           "spectral_alpha": res.alpha, "log_likelihood": em.log_likelihood, "seconds": em.seconds,
                           "restarted_shards": em.restarts,
                           "spectral_topic_word_l1_change": moved}
     elif em is not None:
         timings["refine"] = float(sum(em.seconds))
         info["refine"] = {"iterations": len(em.elbo), "converged": em.converged, "stop_tol": pipeline.EM_STOP_TOL,
-                          "alpha": "learned (Minka's Newton fixed point), started symmetric at Σα/k of the "
-                                   "spectral α",
+                          "alpha": (f"fixed at alpha0/k = {alpha0 / k:g} (alpha0 given)" if alpha_given else
+                                    "learned (Minka's Newton fixed point), started symmetric at Σα/k of the "
+                                    "spectral α"),
+                          "learned_alpha0": None if alpha_given else float(alpha.sum()),
                           "spectral_alpha": res.alpha,
                           "elbo": em.elbo, "inner_iterations": em.inner_iterations, "seconds": em.seconds,
                           "spectral_topic_word_l1_change": moved}

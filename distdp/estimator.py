@@ -306,8 +306,10 @@ class SpectralLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
     ----------
     n_components : int, default=10
         Number of topics k; smaller than the number of words d.
-    alpha0 : float, default=1.0
+    alpha0 : float, optional
         Dirichlet concentration Σα of the documents' topic mixtures (LDA), > 0.
+        None (default): 1 for the spectral stage, then α learned by the
+        refinement; given: the refinement keeps α fixed at alpha0/k.
     model : {'lda', 'stm'}, default='lda'
         ``'stm'``: the single-topic model (one topic per document, α0 → 0).
     refine : int, optional
@@ -407,7 +409,7 @@ class SpectralLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
     >>> theta = pipe.fit_transform(documents)  # doctest: +SKIP
     """
 
-    def __init__(self, n_components: int = 10, *, alpha0: float = 1.0, model: str = "lda",
+    def __init__(self, n_components: int = 10, *, alpha0: float | None = None, model: str = "lda",
                  refine: int | None = None, eta: float | None = None, privacy: PrivacyOptions | None = None,
                  solver: SolverOptions | None = None, cluster: ClusterOptions | None = None,
                  random_state=None, vocabulary=None, coherence: bool = False, progress: bool = False,
@@ -433,8 +435,8 @@ class SpectralLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         if self.model not in MODELS:
             raise InvalidParameterError(f"model must be one of {MODELS}, got {self.model!r}")
         if self.model == "lda":
-            _check_real("alpha0", self.alpha0, optional=False)
-        elif not isinstance(self.alpha0, numbers.Real) or isinstance(self.alpha0, bool):
+            _check_real("alpha0", self.alpha0)
+        elif self.alpha0 is not None and (not isinstance(self.alpha0, numbers.Real) or isinstance(self.alpha0, bool)):
             raise InvalidParameterError(f"alpha0 must be a number (ignored by model='stm'), got {self.alpha0!r}")
         _check_int("refine", self.refine, 0)
         if self.refine and self.model != "lda":
@@ -472,7 +474,7 @@ class SpectralLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
                              f"at least max(3, n_components + 1) = {need} documents of ≥ 3 tokens")
 
     def _fit_kwargs(self, seed: int | None) -> dict:
-        kw = {"alpha0": float(self.alpha0), "model": self.model, "refine": self.refine, "eta": self.eta,
+        kw = {"alpha0": None if self.alpha0 is None else float(self.alpha0), "model": self.model, "refine": self.refine, "eta": self.eta,
               "refiner": self.refiner,
               "seed": seed, "progress": bool(self.progress), "coherence": bool(self.coherence)}
         kw.update((self.solver or SolverOptions()).fit_lda_kwargs())

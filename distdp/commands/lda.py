@@ -35,7 +35,9 @@ def register(sub) -> None:
     p.add_argument("corpus", help="parquet file or directory of parquet shards; a local path or a URI "
                    "(s3://, gs://, hdfs://, file://) every worker can read")
     p.add_argument("--k", type=int, required=True, help="number of topics")
-    p.add_argument("--alpha0", type=float, default=1.0, help="Dirichlet concentration Σα (LDA)")
+    p.add_argument("--alpha0", type=float,
+                   help="Dirichlet concentration Σα (LDA). Default: 1 for the spectral stage, then α learned by the "
+                        "refinement; given, the refinement keeps α fixed at alpha0/k")
     p.add_argument("--model", choices=["lda", "stm"], default="lda", help="stm: single-topic model")
     v = p.add_mutually_exclusive_group()
     v.add_argument("--vocab", help="vocabulary file, one word per line (default: vocab.txt beside the corpus)")

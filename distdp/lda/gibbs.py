@@ -242,6 +242,19 @@ class ShardChain:
         return H, np.bincount(lengths, minlength=size)
 
 
+def compact_counts(counts: np.ndarray) -> np.ndarray:
+    """``counts`` as int32 where every entry fits (half the bytes on the wire), else unchanged (int64)."""
+    return counts.astype(np.int32) if counts.size == 0 or counts.max() < 2 ** 31 else counts
+
+
+def add_counts(parts: list) -> np.ndarray:
+    """The shards' counts summed in shard order, in int64 whatever width each came in."""
+    total = np.array(parts[0], dtype=np.int64)
+    for part in parts[1:]:
+        total += part
+    return total
+
+
 def sum_histograms(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
     """Add the shards' :meth:`ShardChain.count_histograms` (padded to the longest document)."""
     size = max(p[1].shape[0] for p in parts)

@@ -517,14 +517,14 @@ class GibbsResult:
 
 def refine_gibbs(backend: Backend, topic_word: np.ndarray, alpha: np.ndarray, n_sweeps: int, eta: float,
                  rng: np.random.Generator, progress: Callable | None = None,
-                 alpha_every: int = ALPHA_EVERY) -> GibbsResult:
+                 alpha_every: int | None = ALPHA_EVERY) -> GibbsResult:
     """Collapsed Gibbs sampling started from spectral topics, distributed as AD-LDA (:mod:`distdp.lda.gibbs`).
 
     Every token's first topic is drawn from ``topic_word``; then per sweep
     the coordinator broadcasts the topic-word counts (d×k), every shard
     sweeps its tokens against them and returns its own counts, and the
     coordinator sums them in shard order. Traffic is O(d·k) per shard per
-    sweep; shard work O(tokens·k). Every ``alpha_every`` sweeps the shards
+    sweep (int32 counts: 4·d·k bytes each way); shard work O(tokens·k). Every ``alpha_every`` sweeps the shards
     also return their histograms of the documents' topic counts and α takes
     Minka's fixed point on them (:func:`distdp.lda.gibbs.update_alpha`).
 
@@ -540,8 +540,13 @@ def refine_gibbs(backend: Backend, topic_word: np.ndarray, alpha: np.ndarray, n_
         Topic-word prior.
     rng : numpy.random.Generator
         Seeds the shards' streams.
+    alpha_every : int or None
+        Sweeps between two α updates; None: α stays fixed (the trace is
+        still recorded every :data:`ALPHA_EVERY` sweeps).
     """
     check_em_args(n_sweeps, eta)
+    learn = alpha_every is not None
+    alpha_every = alpha_every or ALPHA_EVERY
     entropy = int(rng.integers(2 ** 63))
     seeds = [np.random.SeedSequence(entropy, spawn_key=(i,)) for i in range(backend.n_shards)]
     threads = getattr(backend, "cores_per_shard", 1)
@@ -550,19 +555,19 @@ def refine_gibbs(backend: Backend, topic_word: np.ndarray, alpha: np.ndarray, n_
     t0 = time.perf_counter()
     # floored: a word no spectral topic gives weight still draws a topic ∝ n_dk + α_k
     phi = backend.broadcast(np.ascontiguousarray(np.maximum(topic_word, 1e-12).T))
-    nwk = sum_partials(backend.call_each("gibbs_start", [(key, phi, alpha, s, threads) for s in seeds]))
+    nwk = gibbs.add_counts(backend.call_each("gibbs_start", [(key, phi, alpha, s, threads) for s in seeds]))
     secs, trace, restarts = [time.perf_counter() - t0], [], 0
     for t in range(1, n_sweeps + 1):
         t0 = time.perf_counter()
         hist = t % alpha_every == 0 or t == n_sweeps
         sweep_seeds = [np.random.SeedSequence(entropy, spawn_key=(i, t)) for i in range(backend.n_shards)]
-        ref = backend.broadcast(nwk)
+        ref = backend.broadcast(gibbs.compact_counts(nwk))
         parts = backend.call_each("gibbs_sweep", [(key, ref, alpha, eta, s, threads, hist) for s in sweep_seeds])
-        nwk = sum_partials([p[0] for p in parts])
+        nwk = gibbs.add_counts([p[0] for p in parts])
         restarts += sum(bool(p[2]) for p in parts)
         if hist:
             H, L = gibbs.sum_histograms([p[1] for p in parts])
-            if t % alpha_every == 0:
+            if learn and t % alpha_every == 0:
                 alpha = gibbs.update_alpha(alpha, H, L)
             trace.append((t, gibbs.word_log_likelihood(nwk, eta)))
         secs.append(time.perf_counter() - t0)

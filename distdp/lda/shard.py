@@ -173,9 +173,10 @@ class Shard:
 
     def gibbs_start(self, key, phi_wk: np.ndarray, alpha: np.ndarray, seed: np.random.SeedSequence,
                     threads: int = 1) -> np.ndarray:
-        """Draw every token's first topic from ``phi_wk`` (d×k); return this shard's topic-word counts (d×k)."""
+        """Draw every token's first topic from ``phi_wk`` (d×k); return this shard's topic-word counts (d×k,
+        int32 where they fit: :func:`distdp.lda.gibbs.compact_counts`)."""
         self._chain = (key, gibbs.ShardChain(self.counts, phi_wk, alpha, seed, threads))
-        return self._chain[1].nwk.copy()
+        return gibbs.compact_counts(self._chain[1].nwk)
 
     def gibbs_sweep(self, key, nwk: np.ndarray, alpha: np.ndarray, eta: float, seed: np.random.SeedSequence,
                     threads: int = 1, histograms: bool = False) -> tuple:
@@ -189,10 +190,10 @@ class Shard:
         if self._chain is None or self._chain[0] != key:
             chain = gibbs.ShardChain(self.counts, gibbs.topics_from_counts(nwk, eta).T, alpha, seed, threads)
             self._chain = (key, chain)
-            return chain.nwk.copy(), chain.count_histograms() if histograms else None, True
+            return gibbs.compact_counts(chain.nwk), chain.count_histograms() if histograms else None, True
         chain = self._chain[1]
         counts = chain.sweep(nwk, alpha, eta)
-        return counts, chain.count_histograms() if histograms else None, False
+        return gibbs.compact_counts(counts), chain.count_histograms() if histograms else None, False
 
     def cooccurrence(self, words: np.ndarray) -> refine.CooccurrencePartial:
         """Document frequencies of ``words`` and of their pairs."""

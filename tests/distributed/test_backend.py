@@ -189,7 +189,7 @@ def test_sharded_gibbs_on_two_nodes_equals_in_process(ray_cluster, corpus_dir):
     np.testing.assert_array_equal(on_ray.topic_word, local.topic_word)
     np.testing.assert_array_equal(on_ray.alpha, local.alpha)
     assert on_ray.info["refine"]["sweeps"] == 12 and on_ray.info["refine"]["restarted_shards"] == 0
-    # per sweep each shard returns its d×k int64 counts, and on α sweeps its histograms: (k + 1) × (longest
+    # per sweep each shard returns its d×k counts as int32, and on α sweeps its histograms: (k + 1) × (longest
     # document + 1) int64; the documents are 3 + Poisson(97) tokens, so none reaches 200 (P < 1e-15 each)
     sent = on_ray.info["resources"]["result_bytes_per_round"]["gibbs_sweep"]
-    assert 3 * D * K * 8 <= sent <= 3 * (D * K + (K + 1) * 201) * 8
+    assert 3 * D * K * 4 <= sent <= 3 * (D * K * 4 + (K + 1) * 201 * 8)

@@ -156,3 +156,12 @@ def test_refiner_choice_and_errors(small):
         fit_lda(small.counts, 3, epsilon=1.0, delta=1e-6, refiner="gibbs", progress=False)
     with pytest.raises(ValueError, match="refiner must be"):
         fit_lda(small.counts, 3, refiner="vb", progress=False)
+
+
+def test_counts_travel_as_int32_and_add_in_int64():
+    """Shards send int32 counts where they fit; the coordinator's sum is int64, so two shards near 2³¹ do not wrap."""
+    near = np.full((2, 3), 2 ** 31 - 1, dtype=np.int64)
+    assert gibbs.compact_counts(near).dtype == np.int32
+    assert gibbs.compact_counts(near + 1).dtype == np.int64
+    total = gibbs.add_counts([gibbs.compact_counts(near), gibbs.compact_counts(near)])
+    assert total.dtype == np.int64 and np.all(total == 2 * (2 ** 31 - 1))
