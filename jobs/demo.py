@@ -32,5 +32,5 @@ def reuters_corpus(path: Path) -> Path:
 
 if __name__ == "__main__":
     corpus = reuters_corpus(OUT / "reuters")
-    sys.exit(main(["fit-lda", str(corpus), "--k", "10", "--alpha0", "1.0", "--workers", "2", "--ray", "--seed", "0",
+    sys.exit(main(["fit-lda", str(corpus), "--k", "10", "--workers", "2", "--ray", "--seed", "0",
                    "--out", str(OUT / "model"), "--overwrite", *sys.argv[1:]]))

@@ -30,7 +30,8 @@ import numpy as np
 from distdp.completion import perturbation as pt
 from distdp.completion.als import ALSConfig, run_als
 from distdp.completion.entries import Observations, split_holdout
-from distdp.privacy.mechanisms import check_delta, check_epsilon, private_generator
+from distdp.privacy.mechanisms import (OPENDP_MAX_ENTRIES, check_delta, check_epsilon, private_generator,
+                                      sampler_name)
 from distdp.completion.sgd import (MODELS, ClippedGaussianRule, PaperGradientRule, PlainRule, SGDConfig,
                                    SGDDivergedError, SGDTrace, default_radii, run_sgd)
 
@@ -53,6 +54,14 @@ SGD_ONLY = ("lr", "batch_size", "max_row_norm", "max_core_norm")   # settings th
 _API_FORMS = {"reproducible": "reproducible=True", "allow_data_bounds": "allow_data_bounds=True",
               "clamp_noisy": "clamp_noisy"}
 _NAMES: contextvars.ContextVar[Mapping[str, str]] = contextvars.ContextVar("distdp_completion_names", default={})
+
+
+def step_sampler(noise_rng) -> str:
+    """What draws DP-SGD's noise: each block's rows of a step are one release, so the sampler depends on its size."""
+    small = sampler_name(noise_rng, "gaussian", 1)
+    large = sampler_name(noise_rng, "gaussian", OPENDP_MAX_ENTRIES + 1)
+    return small if small == large else (f"{small} for a block's noise of at most {OPENDP_MAX_ENTRIES} entries "
+                                         f"in a step, else {large}")
 
 
 @contextlib.contextmanager
@@ -458,7 +467,8 @@ def complete(data: Union[Observations, np.ndarray, str, Path], rank: int, *, mod
         lo, hi = pt.check_bounds(bounds)
         # the number of clamped values counts raw private values: not released (privacy.not_released)
         x, _ = pt.input_perturbation(x, (lo, hi), epsilon, noise_rng, clamp_noisy=clamp_noisy)
-        report = pt.input_report(epsilon, (lo, hi), train.n, declared, clamp_noisy)
+        report = pt.input_report(epsilon, (lo, hi), train.n, declared, clamp_noisy,
+                                 sampler_name(noise_rng, "laplace", train.n))
     elif perturbation == "gradient":
         if delta is None:
             delta = min(1e-5, 1.0 / (10 * train.n))
@@ -515,14 +525,17 @@ def complete(data: Union[Observations, np.ndarray, str, Path], rank: int, *, mod
     factors = list(factors)
     if perturbation == "gradient":
         report = pt.dpsgd_report(rule.noise_multiplier, clip, trace.epochs_run, trace.steps, batch_size, delta,
-                                 epsilon, blocks="A, B, C" + (", G" if model == "tucker" else ""))
+                                 epsilon, blocks="A, B, C" + (", G" if model == "tucker" else ""),
+                                 sampler=step_sampler(noise_rng))
     elif perturbation == "gradient-paper":
-        report = pt.paper_gradient_report(clip, epsilon, trace.steps, trace.epochs_run * train.n)
+        report = pt.paper_gradient_report(clip, epsilon, trace.steps, trace.epochs_run * train.n,
+                                          sampler_name(noise_rng, "l2-vector", rank))
     elif perturbation == "output":
         t1 = time.perf_counter()
         sens = pt.output_sensitivity(trace.epochs_run, lipschitz, lr)
         factors[2] = pt.output_perturbation(factors[2], epsilon, sens, noise_rng)
-        report = pt.output_report(epsilon, sens, trace.epochs_run, lipschitz, lr, factors[2].shape[0])
+        report = pt.output_report(epsilon, sens, trace.epochs_run, lipschitz, lr, factors[2].shape[0],
+                                  sampler_name(noise_rng, "l2-vector", rank))
         t_perturb += time.perf_counter() - t1
     report = replace(report, assumptions=report.assumptions + (radii["statement"],))
     # SGD's objective (and the divergence flag) sees raw private values unless the values were perturbed first

@@ -159,8 +159,12 @@ def input_perturbation(values: np.ndarray, bounds: tuple[float, float], epsilon:
     return noisy, int(np.sum(clamped != values))
 
 
-def input_report(epsilon: float, bounds, n_train: int, bounds_declared: bool, clamp_noisy: bool) -> PrivacyReport:
-    """Privacy report of :func:`input_perturbation` (pure ε-DP when the bounds were declared)."""
+def input_report(epsilon: float, bounds, n_train: int, bounds_declared: bool, clamp_noisy: bool,
+                 sampler: str = "") -> PrivacyReport:
+    """Privacy report of :func:`input_perturbation` (pure ε-DP when the bounds were declared).
+
+    ``sampler``: what drew the noise (:func:`distdp.privacy.mechanisms.sampler_name`), recorded in the release.
+    """
     lo, hi = bounds
     reasons = () if bounds_declared else (
         "the value bounds were computed from the private data (min/max): the sensitivity, and the bounds "
@@ -176,11 +180,11 @@ def input_report(epsilon: float, bounds, n_train: int, bounds_declared: bool, cl
         not_private_because=reasons,
         not_covered=("test_rmse: computed from the held-out private values without noise",),
         noise={"mechanism": "laplace", "sensitivity_l1": hi - lo, "scale": (hi - lo) / epsilon,
-               "clamp_noisy": clamp_noisy},
+               "clamp_noisy": clamp_noisy, "sampler": sampler},
         ledger=(Release("input_values", "laplace", hi - lo, (hi - lo) / epsilon, n_train,
                         accounting.laplace_event(1.0 / epsilon), NEIGHBOURS,
                         "one Laplace release per training entry; a neighbour changes one of them, so the "
-                        "releases compose in parallel: one event").to_dict(),))
+                        "releases compose in parallel: one event", sampler).to_dict(),))
 
 
 # ----------------------------------------------------------------------------- sound gradient perturbation (DP-SGD)
@@ -199,8 +203,11 @@ def dpsgd_noise_multiplier(epochs: int, epsilon: float, delta: float) -> float:
 
 
 def dpsgd_report(noise_multiplier: float, clip: float, epochs: int, steps: int, batch_size: int, delta: float,
-                 target_epsilon: float, blocks: str) -> PrivacyReport:
-    """Privacy report of the sound gradient perturbation: ε at δ by PLD, with RDP and the closed form beside it."""
+                 target_epsilon: float, blocks: str, sampler: str = "") -> PrivacyReport:
+    """Privacy report of the sound gradient perturbation: ε at δ by PLD, with RDP and the closed form beside it.
+
+    ``sampler``: what drew the noise, recorded in the release (as in :func:`input_report`).
+    """
     event = accounting.gaussian_event(noise_multiplier, int(epochs))
     eps_pld = accounting.epsilon(event, delta, "pld")
     eps_rdp = accounting.epsilon(event, delta, "rdp")
@@ -231,13 +238,14 @@ def dpsgd_report(noise_multiplier: float, clip: float, epochs: int, steps: int, 
                "epsilon_exact": eps_exact},
         ledger=(Release("sgd_steps", "gaussian", 2 * clip, noise_multiplier * 2 * clip, steps, event, NEIGHBOURS,
                         f"{steps} noisy steps; an entry enters one step per pass, so the event is {epochs} "
-                        "composed Gaussian mechanisms").to_dict(),))
+                        "composed Gaussian mechanisms", sampler).to_dict(),))
 
 
 # ----------------------------------------------------------------------------- paper gradient perturbation (Alg. 2)
 
-def paper_gradient_report(clip: float, epsilon: float, steps: int, n_entries_seen: int) -> PrivacyReport:
-    """Report of the paper's Alg. 2: a reproduction, no guarantee claimed."""
+def paper_gradient_report(clip: float, epsilon: float, steps: int, n_entries_seen: int,
+                          sampler: str = "") -> PrivacyReport:
+    """Report of the paper's Alg. 2: a reproduction, no guarantee claimed (``sampler`` as in :func:`input_report`)."""
     return PrivacyReport(
         perturbation="gradient-paper", private=False, epsilon=None, delta=None,
         paper_claim=f"Theorem 2: ε-DP with ε = {epsilon}, Δ = 2m = {2 * clip} (not endorsed)",
@@ -257,7 +265,7 @@ def paper_gradient_report(clip: float, epsilon: float, steps: int, n_entries_see
         ledger=(Release("sgd_steps_C", "l2-vector", 2 * clip, 2 * clip / epsilon, n_entries_seen,
                         dpe.NonPrivateDpEvent(), NEIGHBOURS,
                         f"paper Alg. 2; the paper claims ε = {epsilon} for the whole run; A, B, G are released "
-                        "without noise, hence NonPrivateDpEvent").to_dict(),))
+                        "without noise, hence NonPrivateDpEvent", sampler).to_dict(),))
 
 
 # ----------------------------------------------------------------------------- output perturbation (Alg. 3)
@@ -274,8 +282,8 @@ def output_perturbation(C: np.ndarray, epsilon: float, sensitivity: float, rng: 
 
 
 def output_report(epsilon: float, sensitivity: float, passes: int, lipschitz: float, lr: float,
-                  n_rows: int) -> PrivacyReport:
-    """Report of the paper's Alg. 3: a reproduction, no guarantee claimed."""
+                  n_rows: int, sampler: str = "") -> PrivacyReport:
+    """Report of the paper's Alg. 3: a reproduction, no guarantee claimed (``sampler`` as in :func:`input_report`)."""
     return PrivacyReport(
         perturbation="output", private=False, epsilon=None, delta=None,
         paper_claim=f"Theorem 3: ε-DP with ε = {epsilon}, Δ = 2τLη = {sensitivity:.6g} (not endorsed)",
@@ -293,7 +301,7 @@ def output_report(epsilon: float, sensitivity: float, passes: int, lipschitz: fl
                "lipschitz": lipschitz},
         ledger=(Release("output_C", "l2-vector", sensitivity, sensitivity / epsilon, n_rows, dpe.NonPrivateDpEvent(),
                         NEIGHBOURS, f"paper Alg. 3; the paper claims ε = {epsilon}; the premises of its Lemma 3 "
-                        "fail and A, B, G are released without noise, hence NonPrivateDpEvent").to_dict(),))
+                        "fail and A, B, G are released without noise, hence NonPrivateDpEvent", sampler).to_dict(),))
 
 
 def mark_seeded(report: PrivacyReport, seed) -> PrivacyReport:

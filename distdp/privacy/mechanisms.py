@@ -47,10 +47,19 @@ floating-point attacks of Mironov 2012):
   Gaussian/Laplace; its rounding (relative error ~2^-50, finer than Λ by a
   factor ≥ 2^10 at the scale of σ) and the tail cut (probability < 10^-120
   per entry) are not covered by a proof, unlike OpenDP's exact sampler.
-* ``"numpy-pcg64 (OS-entropy seed; ...)"``: the ℓ2-vector mechanism (Gamma ×
-  uniform direction) and the matrix-free :class:`SymmetricNoiseOperator`
-  still draw from numpy on a PCG64 seeded from OS entropy (not a CSPRNG,
-  float64), as before; their records say so.
+* ``"csprng-inverse-cdf-l2-vector"`` (the ℓ2-vector mechanism, AVN) and
+  ``"shake256-keyed-gaussian-operator"`` (the matrix-free
+  :class:`SymmetricNoiseOperator`): no vetted sampler exists for them, so
+  their noise is drawn alone from cryptographic bits and used in float64.
+  The ℓ2 vector's direction is a vector of normals and its radius a
+  Gamma(dim, 1/β) draw, each the float64 inverse CDF (``ndtri``,
+  ``gammaincinv``) of a full-precision uniform from ``os.urandom``. The
+  operator regenerates its matrix for every product, so its bits come from a
+  keyed stream: SHAKE-256 of a 256-bit key from ``os.urandom`` and the
+  tile's position (:func:`keyed_words`), turned into normals the same way.
+  Their guarantee is the mechanism's in exact arithmetic: the bits are a
+  CSPRNG's, but the float64 draws and sums are not hardened against the
+  floating-point attacks of Mironov (2012); their records say so.
 
 A seeded ``numpy.random.Generator`` (``reproducible=True``) keeps numpy's
 noise bit for bit; its records say ``"numpy-pcg64 (seeded: reproducible,
@@ -71,7 +80,7 @@ from scipy import optimize, special
 __all__ = [
     "SecureNoise", "sampler_name", "add_gaussian", "add_laplace", "add_symmetric_matrix_noise",
     "add_symmetric_tensor_noise", "OPENDP_MAX_ENTRIES", "LATTICE_BITS",
-    "private_generator", "noise_generator", "check_epsilon", "check_delta", "check_sensitivity",
+    "private_generator", "noise_generator", "full_uniform", "normals_from", "keyed_words", "check_epsilon", "check_delta", "check_sensitivity",
     "gaussian_delta", "gaussian_epsilon", "analytic_gaussian_sigma", "classical_gaussian_sigma",
     "gaussian_noise", "laplace_scale", "laplace_noise", "l2_vector_beta", "l2_vector_noise",
     "symmetric_matrix_noise", "SymmetricNoiseOperator", "symmetric_tensor_noise", "n_unique_entries", "unique_entries",
@@ -103,15 +112,81 @@ LATTICE = {
                 "the float64 inverse CDF is assumed exact, not proven)"),
 }
 ON_ZEROS = "; noise drawn alone and added to the value in float64 by the caller"
+#: Records of the mechanisms without a vetted sampler, drawn from cryptographic bits (module docstring).
+CSPRNG_DRAWN = {
+    "l2-vector": ("csprng-inverse-cdf-l2-vector (os.urandom bits; direction from float64 inverse-CDF normals, radius "
+                  "from the float64 inverse regularised incomplete gamma, of full-precision uniforms; drawn alone and "
+                  "added in float64, not hardened against floating-point attacks)"),
+    "operator": ("shake256-keyed-gaussian-operator (256-bit key from os.urandom; every tile regenerated from "
+                 "SHAKE-256 of the key and its position; float64 inverse-CDF normals of full-precision uniforms; "
+                 "products in float64, not hardened against floating-point attacks)"),
+}
+
+
+def full_uniform(words, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` uniforms on (0, 1) at full float64 precision, and ``n`` random signs (±1.0), from the bit source ``words``.
+
+    ``words(m)`` returns m uniformly random uint64 words (``os.urandom``, or
+    a keyed stream: :func:`keyed_words`). ``u = (1 + m·2^-52)·2^-(e+1)``: 52
+    random mantissa bits ``m`` and ``e`` the number of leading zero bits of a
+    random bit string (geometric: 11 bits of the same word, then up to
+    ``_EXP_WORDS`` more words while all are zero), so every float in
+    [2^-(e+1), 2^-e) is equally likely given ``e``; ``u ≥ 2^-268``.
+    """
+    w = words(n)
+    sign = np.where((w & np.uint64(1)) == 0, 1.0, -1.0)
+    chunk = ((w >> np.uint64(1)) & np.uint64(0x7FF)).astype(np.float64)    # 11 more bits of the same word
+    e = (11 - np.frexp(chunk)[1]).astype(np.int64)                          # their leading zeros
+    todo = np.flatnonzero(chunk == 0)                                         # all 11 zero: read on
+    for _ in range(_EXP_WORDS):
+        if todo.size == 0:
+            break
+        v = words(todo.size)
+        nz = v != 0
+        hi = (v[nz] >> np.uint64(32)).astype(np.float64)        # both halves are exact in float64
+        lo = (v[nz] & np.uint64(0xFFFFFFFF)).astype(np.float64)
+        bits = np.where(hi > 0, 32 + np.frexp(hi)[1], np.frexp(lo)[1])   # bit length of v
+        e[todo[nz]] += 64 - bits
+        e[todo[~nz]] += 64
+        todo = todo[~nz]
+    # the float with biased exponent 1023 − (e+1) and mantissa m: exactly (1 + m·2^-52)·2^-(e+1)
+    u = (((1022 - e).astype(np.uint64) << np.uint64(52)) | (w >> np.uint64(12))).view(np.float64)
+    return u, sign
+
+
+def normals_from(words, n: int) -> np.ndarray:
+    """``n`` standard normals ``±Φ⁻¹(u/2)`` of full-precision uniforms from the bit source ``words``."""
+    u, sign = full_uniform(words, n)
+    return sign * -special.ndtri(0.5 * u)
+
+
+def keyed_words(key: bytes, position: tuple):
+    """A bit source for :func:`full_uniform`: SHAKE-256 of ``key``, ``position`` and a call counter.
+
+    The m words of call c are the first 8m bytes of SHAKE-256(key ‖ position ‖
+    c) (uint64 little-endian fields), so the same key, position and sequence
+    of calls give the same words (a tile is regenerated exactly), distinct
+    positions and calls independent streams, and without the key the words
+    are those of a cryptographic XOF.
+    """
+    import hashlib
+
+    calls = itertools.count()
+
+    def words(m: int) -> np.ndarray:
+        msg = key + np.asarray(tuple(position) + (next(calls),), dtype="<u8").tobytes()
+        return np.frombuffer(hashlib.shake_256(msg).digest(8 * int(m)), dtype="<u8").astype(np.uint64)
+
+    return words
 
 
 class SecureNoise(np.random.Generator):
     """The generator of a private run: numpy's methods on OS-seeded PCG64, noise from a vetted sampler.
 
     As a ``numpy.random.Generator`` it serves the non-noise randomness of a
-    private run (random starts, shuffles, salts, the ℓ2-vector mechanism and
-    :class:`SymmetricNoiseOperator`) from PCG64 seeded with OS entropy, as
-    before. The Gaussian and Laplace noise goes through :meth:`add_gaussian`
+    private run (random starts, shuffles, salts) from PCG64 seeded with OS
+    entropy. The ℓ2-vector mechanism and :class:`SymmetricNoiseOperator` draw
+    from ``os.urandom`` (:meth:`normals`, :meth:`gammas`, :func:`keyed_words`). The Gaussian and Laplace noise goes through :meth:`add_gaussian`
     / :meth:`add_laplace` (reached through the module's :func:`add_gaussian`,
     :func:`add_laplace`, :func:`gaussian_noise`, :func:`laplace_noise`):
     OpenDP's exact samplers for releases of at most
@@ -153,33 +228,18 @@ class SecureNoise(np.random.Generator):
         return np.frombuffer(os.urandom(8 * n), dtype=np.uint64)
 
     def _full_uniform(self, n: int) -> tuple[np.ndarray, np.ndarray]:
-        """``n`` uniforms on (0, 1) at full float64 precision, and ``n`` random signs (±1.0), from ``os.urandom``.
+        """``n`` full-precision uniforms and signs from ``os.urandom`` (:func:`full_uniform`)."""
+        return full_uniform(self._words, n)
 
-        ``u = (1 + m·2^-52)·2^-(e+1)``: 52 random mantissa bits ``m`` and ``e``
-        the number of leading zero bits of a random bit string (geometric:
-        11 bits of the same word, then up to ``_EXP_WORDS`` more words while
-        all are zero), so every float in [2^-(e+1), 2^-e) is equally likely
-        given ``e``; ``u ≥ 2^-268``.
-        """
-        w = self._words(n)
-        sign = np.where((w & np.uint64(1)) == 0, 1.0, -1.0)
-        chunk = ((w >> np.uint64(1)) & np.uint64(0x7FF)).astype(np.float64)    # 11 more bits of the same word
-        e = (11 - np.frexp(chunk)[1]).astype(np.int64)                          # their leading zeros
-        todo = np.flatnonzero(chunk == 0)                                         # all 11 zero: read on
-        for _ in range(_EXP_WORDS):
-            if todo.size == 0:
-                break
-            v = self._words(todo.size)
-            nz = v != 0
-            hi = (v[nz] >> np.uint64(32)).astype(np.float64)        # both halves are exact in float64
-            lo = (v[nz] & np.uint64(0xFFFFFFFF)).astype(np.float64)
-            bits = np.where(hi > 0, 32 + np.frexp(hi)[1], np.frexp(lo)[1])   # bit length of v
-            e[todo[nz]] += 64 - bits
-            e[todo[~nz]] += 64
-            todo = todo[~nz]
-        # the float with biased exponent 1023 − (e+1) and mantissa m: exactly (1 + m·2^-52)·2^-(e+1)
-        u = (((1022 - e).astype(np.uint64) << np.uint64(52)) | (w >> np.uint64(12))).view(np.float64)
-        return u, sign
+    def normals(self, shape) -> np.ndarray:
+        """Standard normals from ``os.urandom``: ``±Φ⁻¹(u/2)`` of full-precision uniforms (float64 inverse CDF)."""
+        n = int(np.prod(shape))
+        return normals_from(self._words, n).reshape(shape)
+
+    def gammas(self, shape_param: float, n: int) -> np.ndarray:
+        """``n`` Gamma(``shape_param``, 1) draws from ``os.urandom``: the float64 inverse CDF of full-precision uniforms."""
+        u, _ = self._full_uniform(int(n))
+        return special.gammaincinv(float(shape_param), u)
 
     def _lattice_add(self, x: np.ndarray, scale: float, kind: str, n: int) -> np.ndarray:
         lam = lattice_spacing(scale, n, kind)
@@ -266,6 +326,8 @@ def sampler_name(rng, mechanism: str, n_entries: int, on_value: bool = True, met
     if not isinstance(rng, SecureNoise):
         return SEEDED if isinstance(rng, np.random.Generator) and isinstance(rng.bit_generator, np.random.PCG64) \
             else f"numpy-{type(getattr(rng, 'bit_generator', rng)).__name__.lower()} (seeded: reproducible, not private)"
+    if mechanism in CSPRNG_DRAWN:
+        return CSPRNG_DRAWN[mechanism]
     if mechanism not in OPENDP:
         return NUMPY_OS_SEEDED
     name = OPENDP[mechanism] if _use_opendp(n_entries, method) else LATTICE[mechanism]
@@ -483,6 +545,8 @@ def l2_vector_noise(dim: int, beta: float, rng: np.random.Generator, size: int |
 
     In polar coordinates the density of ``r = ‖b‖`` is ∝ ``r^(dim−1) e^(−βr)``:
     ``r ~ Gamma(shape=dim, scale=1/β)``, times a direction uniform on the sphere.
+    With a :class:`SecureNoise` both come from ``os.urandom`` (inverse CDFs of
+    full-precision uniforms); with a seeded generator from numpy.
 
     Returns
     -------
@@ -493,9 +557,13 @@ def l2_vector_noise(dim: int, beta: float, rng: np.random.Generator, size: int |
     if not beta > 0:
         raise ValueError(f"beta must be > 0, got {beta}")
     n = 1 if size is None else int(size)
-    direction = rng.standard_normal((n, dim))
+    if isinstance(rng, SecureNoise):                       # os.urandom bits (module docstring)
+        direction = rng.normals((n, dim))
+        radius = rng.gammas(dim, n) / beta
+    else:                                                  # seeded: numpy's draws, bit for bit
+        direction = rng.standard_normal((n, dim))
+        radius = rng.gamma(shape=dim, scale=1.0 / beta, size=n)
     direction /= np.linalg.norm(direction, axis=1, keepdims=True)
-    radius = rng.gamma(shape=dim, scale=1.0 / beta, size=n)
     out = direction * radius[:, None]
     return out[0] if size is None else out
 
@@ -540,16 +608,22 @@ def add_symmetric_matrix_noise(M: np.ndarray, scale: float, rng: np.random.Gener
     return E + np.triu(E, 1).T
 
 
+#: Rows of an operator tile drawn from one keyed stream (:class:`SymmetricNoiseOperator`).
+KEYED_ROWS = 128
+
+
 class SymmetricNoiseOperator:
     """Products with one symmetric Gaussian noise matrix that is never stored (matrix-free Analyze Gauss).
 
     The matrix is :func:`symmetric_matrix_noise`'s distribution, iid
     ``N(0, scale²)`` on the unique entries ``i ≤ j`` and mirrored, but it is
-    drawn block by block from counter-based streams keyed by the block's
-    position (``SeedSequence(entropy, spawn_key=(I, J))``), so every product
-    regenerates the same matrix: ``N X`` costs d²/2 draws and O(d²p) flops,
-    and the memory is one ``block × block`` tile. The entropy is drawn once
-    from ``rng`` and kept only in this object: a release ``S + N`` made
+    drawn block by block from streams keyed by the block's position, so every
+    product regenerates the same matrix: ``N X`` costs d²/2 draws and O(d²p)
+    flops, and the memory is one ``block × block`` tile. With a
+    :class:`SecureNoise` the stream is SHAKE-256 of a 256-bit key from
+    ``os.urandom`` and the position (:func:`keyed_words`); with a seeded
+    generator numpy's ``SeedSequence(entropy, spawn_key=(I, J))``. The key
+    (or entropy) is drawn once and kept only in this object: a release ``S + N`` made
     through products with this operator is one Gaussian release of ``S``,
     whatever is computed from it (post-processing).
 
@@ -571,15 +645,24 @@ class SymmetricNoiseOperator:
         if int(block) != block or block < 1:
             raise ValueError(f"block must be an integer ≥ 1, got {block!r}")
         self.d, self.scale, self.block = int(d), float(scale), int(block)
-        self._entropy = [int(x) for x in rng.integers(0, 2 ** 63, size=4)]
+        if isinstance(rng, SecureNoise):                   # a private run: SHAKE-256 tiles under a secret key
+            self._key, self._entropy = os.urandom(32), None
+        else:                                              # seeded: numpy's PCG64 tiles, bit for bit
+            self._key, self._entropy = None, [int(x) for x in rng.integers(0, 2 ** 63, size=4)]
         self.products = 0
 
     def _tile(self, i: int, j: int) -> np.ndarray:
         """Rows of block ``i``, columns of block ``j`` (``i ≤ j``); a diagonal tile is symmetric."""
         b = self.block
         rows, cols = min(b, self.d - i * b), min(b, self.d - j * b)
-        gen = np.random.Generator(np.random.PCG64(np.random.SeedSequence(self._entropy, spawn_key=(i, j))))
-        t = gen.standard_normal((rows, cols))
+        if self._key is not None:                          # a few rows at a time: the temporaries stay ~1 MB
+            t = np.empty((rows, cols))
+            for r0 in range(0, rows, KEYED_ROWS):
+                r1 = min(rows, r0 + KEYED_ROWS)
+                t[r0:r1] = normals_from(keyed_words(self._key, (i, j, r0)), (r1 - r0) * cols).reshape(r1 - r0, cols)
+        else:
+            gen = np.random.Generator(np.random.PCG64(np.random.SeedSequence(self._entropy, spawn_key=(i, j))))
+            t = gen.standard_normal((rows, cols))
         if i == j:
             t = np.triu(t)
             t += np.triu(t, 1).T

@@ -3,7 +3,7 @@
 The secure samplers cannot be seeded, so their goodness-of-fit tests use a
 threshold whose false-alarm probability is stated: under a correct sampler
 the KS p-value is uniform on (0, 1), so ``p > 1e-4`` fails a correct sampler
-with probability 1e-4 per test (7 KS tests here: < 1e-3 for the file). The
+with probability 1e-4 per test (10 KS tests here: ≤ 1e-3 for the file). The
 sample sizes give power against the errors that matter: with n = 200,000 the
 KS test detects a scale error of ~0.5 % (the statistic's 1e-4 critical value
 is ≈ 2.1/√n ≈ 0.0047) — OpenDP's sizes are smaller because it costs ~100 µs
@@ -175,3 +175,49 @@ def test_reproducible_fit_names_numpy(small_counts):
     m = api.fit_lda(small_counts, 3, backend="local", epsilon=4.0, delta=1e-5, progress=False, coherence=False,
                     vocab_public=True, seed=0, reproducible=True)
     assert all(r["sampler"] == M.SEEDED for r in _releases(m.info))
+
+
+# ----------------------------------------------------------------- mechanisms without a vetted sampler
+def test_keyed_words_regenerate_and_separate():
+    """The keyed stream gives the same words for the same key, position and calls, other words otherwise."""
+    key = bytes(range(32))
+    a, b = M.keyed_words(key, (3, 5)), M.keyed_words(key, (3, 5))
+    np.testing.assert_array_equal(a(1000), b(1000))
+    np.testing.assert_array_equal(a(7), b(7))                      # the second call is the same in both
+    assert not np.array_equal(M.keyed_words(key, (5, 3))(1000), M.keyed_words(key, (3, 5))(1000))
+    assert not np.array_equal(M.keyed_words(bytes(32), (3, 5))(1000), M.keyed_words(key, (3, 5))(1000))
+    u, sign = M.full_uniform(M.keyed_words(key, (0, 0)), 100_000)
+    assert np.all((u > 0) & (u < 1)) and set(np.unique(sign)) == {-1.0, 1.0}
+
+
+def test_csprng_normals_ks(secure):
+    z = secure.normals((200_000,))
+    assert stats.kstest(z, "norm").pvalue > P_MIN
+
+
+def test_l2_vector_noise_from_os_bits(secure):
+    """ℓ2-vector noise of a private run: radius Gamma(dim, 1/β) (KS), direction uniform (mean ≈ 0).
+
+    Each coordinate of a uniform unit vector in R^5 has variance 1/5, so the mean of n = 100,000 has standard
+    deviation √(0.2/n) = 0.0014; 6 of them fail a correct sampler with probability < 2e-9 per coordinate.
+    """
+    dim, beta, n = 5, 2.0, 100_000
+    b = M.l2_vector_noise(dim, beta, secure, size=n)
+    r = np.linalg.norm(b, axis=1)
+    assert stats.kstest(r, stats.gamma(dim, scale=1 / beta).cdf).pvalue > P_MIN
+    assert np.all(np.abs((b / r[:, None]).mean(axis=0)) < 6 * np.sqrt(0.2 / n))
+    assert M.sampler_name(secure, "l2-vector", dim) == M.CSPRNG_DRAWN["l2-vector"]
+
+
+def test_noise_operator_keyed_tiles(secure):
+    """The operator of a private run: one symmetric matrix regenerated for every product (from SHAKE-256 tiles),
+    entries N(0, scale²) on and above the diagonal (KS), a fresh key per operator."""
+    d, scale = 300, 2.0
+    op = M.SymmetricNoiseOperator(d, scale, secure, block=64)
+    N = op.dense()
+    np.testing.assert_array_equal(N, N.T)
+    X = np.random.default_rng(0).standard_normal((d, 3))
+    np.testing.assert_allclose(op.matmat(X), N @ X, rtol=1e-12, atol=1e-10)   # the same matrix, summed per tile
+    assert stats.kstest(N[np.triu_indices(d)] / scale, "norm").pvalue > P_MIN
+    assert not np.array_equal(M.SymmetricNoiseOperator(d, scale, secure, block=64).dense(), N)
+    assert M.sampler_name(secure, "operator", d * d) == M.CSPRNG_DRAWN["operator"]
