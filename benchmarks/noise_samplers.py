@@ -11,10 +11,17 @@ Times adding Gaussian and Laplace noise to a release of 10³, 10⁵ and 10⁷
   (larger releases).
 
 OpenDP at 10⁷ entries would take tens of minutes: it is timed on 10⁵ entries and
-its per-entry cost extrapolated (``"extrapolated": true``). Writes
+its per-entry cost extrapolated (``"extrapolated": true``).
+
+The two mechanisms without a vetted sampler (``csprng_rows``): the ℓ2-vector
+mechanism (vectors of dimension 100, 10³–10⁵ of them) and one product of the
+matrix-free whitening operator (d = 1,000 and 4,000, 30 columns), with numpy's
+PCG64 (seeded runs) and with the private run's cryptographic bits
+(``os.urandom`` inverse CDFs; SHAKE-256 keyed tiles). Writes
 ``benchmarks/results/noise_samplers.json``::
 
     python benchmarks/noise_samplers.py [--out PATH] [--opendp-max 100000]
+    python benchmarks/noise_samplers.py --csprng-only      # only csprng_rows, merged into the JSON
 """
 from __future__ import annotations
 
@@ -71,13 +78,38 @@ def run(opendp_max: int) -> dict:
                         "opendp": importlib.metadata.version("opendp")}}
 
 
+def run_csprng() -> list[dict]:
+    """Seconds of the ℓ2-vector mechanism and of one operator product, numpy's PCG64 against cryptographic bits."""
+    secure, np_rng = M.private_generator(), np.random.default_rng()
+    rows = []
+    for n_vec in (10 ** 3, 10 ** 5):
+        t_np = _median_time(lambda: M.l2_vector_noise(100, 1.0, np_rng, size=n_vec))
+        t_cs = _median_time(lambda: M.l2_vector_noise(100, 1.0, secure, size=n_vec))
+        rows.append({"mechanism": "l2-vector", "size": f"{n_vec} vectors of dimension 100", "numpy_s": t_np,
+                     "csprng_s": t_cs, "csprng_over_numpy": t_cs / t_np})
+        print(f"l2-vector {n_vec:>7} x 100  numpy {t_np:8.4f}s  csprng {t_cs:8.4f}s", flush=True)
+    for d in (1000, 4000):
+        X = np.random.default_rng(0).standard_normal((d, 30))
+        t_np = _median_time(lambda: M.SymmetricNoiseOperator(d, 1.0, np_rng).matmat(X))
+        t_cs = _median_time(lambda: M.SymmetricNoiseOperator(d, 1.0, secure).matmat(X))
+        rows.append({"mechanism": "operator", "size": f"one product, d = {d}, 30 columns", "numpy_s": t_np,
+                     "csprng_s": t_cs, "csprng_over_numpy": t_cs / t_np})
+        print(f"operator d={d:>5} x 30  numpy {t_np:8.4f}s  shake256 {t_cs:8.4f}s", flush=True)
+    return rows
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "noise_samplers.json"))
     ap.add_argument("--opendp-max", type=int, default=10 ** 5,
                     help="largest release timed with OpenDP; larger ones are extrapolated per entry")
+    ap.add_argument("--csprng-only", action="store_true", help="only the csprng rows, merged into --out")
     a = ap.parse_args(argv)
-    res = run(a.opendp_max)
+    if a.csprng_only and Path(a.out).exists():
+        res = json.loads(Path(a.out).read_text())
+    else:
+        res = run(a.opendp_max)
+    res["csprng_rows"] = run_csprng()
     Path(a.out).write_text(json.dumps(res, indent=2) + "\n")
     print("wrote", a.out)
 

@@ -488,7 +488,7 @@ class GibbsResult:
     eta : float
         The topic-word prior.
     alpha : ndarray (k,)
-        The learned Dirichlet α.
+        The Dirichlet α after the last update (the start where α was kept fixed).
     log_likelihood : list of (int, float)
         ``(sweep, log p(w | z))`` every :data:`ALPHA_EVERY` sweeps and at the end (the chain's trace).
     seconds : list of float
@@ -524,9 +524,10 @@ def refine_gibbs(backend: Backend, topic_word: np.ndarray, alpha: np.ndarray, n_
     the coordinator broadcasts the topic-word counts (d×k), every shard
     sweeps its tokens against them and returns its own counts, and the
     coordinator sums them in shard order. Traffic is O(d·k) per shard per
-    sweep (int32 counts: 4·d·k bytes each way); shard work O(tokens·k). Every ``alpha_every`` sweeps the shards
-    also return their histograms of the documents' topic counts and α takes
-    Minka's fixed point on them (:func:`distdp.lda.gibbs.update_alpha`).
+    sweep (int32 counts: 4·d·k bytes each way); shard work O(tokens·k).
+    Every ``alpha_every`` sweeps the shards also return their histograms of
+    the documents' topic counts and α takes Minka's fixed point on them
+    (:func:`distdp.lda.gibbs.update_alpha`).
 
     Parameters
     ----------

@@ -106,8 +106,11 @@ def test_baselines_are_reported_and_a_worse_private_fit_warns():
 
     obs = from_dense(Y)
     _, test = split_holdout(obs, 0.2, np.random.default_rng(3))           # complete()'s split with seed 3
+    # seeded noise (reproducible=True): with fresh OS noise this ε = 0.1 fit was occasionally not worse than the
+    # baseline (a CI run), and the test is about the warning and the baselines, not about the noise source
     with pytest.warns(WorseThanBaselineWarning, match="worse than a trivial public predictor"):
-        res = complete(obs, 3, perturbation="gradient", epsilon=0.1, bounds=(-1.0, 0.5), seed=3, epochs=5)
+        res = complete(obs, 3, perturbation="gradient", epsilon=0.1, bounds=(-1.0, 0.5), seed=3, epochs=5,
+                       reproducible=True)
     base = res.baselines
     assert base["offset"]["value"] == -0.25 and base["midrange"]["value"] == -0.25     # offset = the midpoint
     want = float(np.sqrt(np.mean((-0.25 - test.values) ** 2)))
