@@ -165,3 +165,24 @@ def test_counts_travel_as_int32_and_add_in_int64():
     assert gibbs.compact_counts(near + 1).dtype == np.int64
     total = gibbs.add_counts([gibbs.compact_counts(near), gibbs.compact_counts(near)])
     assert total.dtype == np.int64 and np.all(total == 2 * (2 ** 31 - 1))
+
+
+def test_without_numba_the_default_refines_by_em(monkeypatch, small):
+    """Where numba is missing the default refinement is EM (said in model.json), and asking for Gibbs sampling
+    is an error naming why."""
+    monkeypatch.setattr(gibbs, "available", lambda: False)
+    m = fit_lda(small.counts, 3, seed=0, progress=False, coherence=False, backend="local")
+    assert m.info["parameters"]["refiner"] == "em" and "variational EM" in m.info["method"]
+    with pytest.raises(ValueError, match="numba is not installed"):
+        fit_lda(small.counts, 3, seed=0, progress=False, coherence=False, backend="local", refiner="gibbs")
+
+
+def test_given_alpha0_is_kept_and_otherwise_alpha_is_learned(small):
+    """A given alpha0 fixes α at alpha0/k in the refinement; without it α is learned and Σα recorded."""
+    fixed = fit_lda(small.counts, 4, alpha0=2.0, seed=0, progress=False, coherence=False, backend="local")
+    np.testing.assert_array_equal(fixed.alpha, np.full(4, 0.5))
+    assert fixed.info["parameters"]["alpha0_given"] and fixed.info["refine"]["learned_alpha0"] is None
+    learned = fit_lda(small.counts, 4, seed=0, progress=False, coherence=False, backend="local")
+    assert not learned.info["parameters"]["alpha0_given"]
+    assert learned.info["refine"]["learned_alpha0"] == pytest.approx(learned.alpha.sum())
+    assert np.all(np.diff(learned.alpha) <= 0)                        # topics sorted by decreasing α
