@@ -410,7 +410,7 @@ def print_table(rows: dict) -> None:
 
 
 def method_table(rows: dict, k: int) -> str:
-    """One Markdown row per corpus at ``k``: NPMI / C_V / diversity / seconds of every method (docs/topic_quality.md)."""
+    """One Markdown row per corpus at ``k``: NPMI / C_V / diversity / seconds of each method (docs/topic_quality.md)."""
     order = {c: i for i, c in enumerate(corpora.CORPORA)}
     methods = [m for m in METHODS if any(r["method"] == m and r["k"] == k for r in rows.values())]
     lines = ["| corpus (docs, tokens/doc) | " + " | ".join(methods) + " |", "|---" * (len(methods) + 1) + "|"]

@@ -360,9 +360,9 @@ def fit_lda(corpus, k: int, *, alpha0: float | None = None, model: str = "lda", 
     info = {
         "method": "spectral" + ("" if em is None else f" + {len(em.seconds) - 1} collapsed Gibbs sweeps" if gibbs_run
                                 else f" + {len(em.elbo)} variational EM iterations"),
-        "parameters": {"k": k, "alpha0": alpha0, "alpha0_given": alpha_given, "model": model, "seed": seed, "backend": oc.kind,
-                       "workers": oc.backend.n_shards, "refine": refine, "refiner": refiner if em is not None else None,
-                       "eta": eta if em is not None else None,
+        "parameters": {"k": k, "alpha0": alpha0, "alpha0_given": alpha_given, "model": model, "seed": seed,
+                       "backend": oc.kind, "workers": oc.backend.n_shards, "refine": refine,
+                       "refiner": refiner if em is not None else None, "eta": eta if em is not None else None,
                        **{f: getattr(params, f) for f in ("eigensolver", "eig_iters", "eig_tol", "oversample",
                                                           "tensor", "method", "n_iters")},
                        "n_restarts": params.restarts() if params.method == "robust" else None},
@@ -374,27 +374,22 @@ def fit_lda(corpus, k: int, *, alpha0: float | None = None, model: str = "lda", 
         "tensor_eigenvalues": res.tensor_eigenvalues,
         "privacy": {"private": False, "note": "non-private fit: no noise was added at any edge"},
     }
-    if gibbs_run:
+    if em is not None:
         timings["refine"] = float(sum(em.seconds))
-        info["refine"] = {"sweeps": len(em.seconds) - 1, "sampler": "collapsed Gibbs (Griffiths & Steyvers 2004), "
-                          "shards as AD-LDA (Newman et al. 2009), started from the spectral topics",
-                          "alpha": (f"fixed at alpha0/k = {alpha0 / k:g} (alpha0 given)" if alpha_given else
-                                    f"learned every {pipeline.ALPHA_EVERY} sweeps (Minka's fixed point on the "
-                                    "topic-count histograms), started symmetric at Σα/k of the spectral α"),
-                          "learned_alpha0": None if alpha_given else float(alpha.sum()),
-                          "spectral_alpha": res.alpha, "log_likelihood": em.log_likelihood, "seconds": em.seconds,
-                          "restarted_shards": em.restarts,
-                          "spectral_topic_word_l1_change": moved}
-    elif em is not None:
-        timings["refine"] = float(sum(em.seconds))
-        info["refine"] = {"iterations": len(em.elbo), "converged": em.converged, "stop_tol": pipeline.EM_STOP_TOL,
-                          "alpha": (f"fixed at alpha0/k = {alpha0 / k:g} (alpha0 given)" if alpha_given else
-                                    "learned (Minka's Newton fixed point), started symmetric at Σα/k of the "
-                                    "spectral α"),
-                          "learned_alpha0": None if alpha_given else float(alpha.sum()),
-                          "spectral_alpha": res.alpha,
-                          "elbo": em.elbo, "inner_iterations": em.inner_iterations, "seconds": em.seconds,
-                          "spectral_topic_word_l1_change": moved}
+        learned = (f"learned every {pipeline.ALPHA_EVERY} sweeps (Minka's fixed point on the topic-count histograms)"
+                   if gibbs_run else "learned (Minka's Newton fixed point)")
+        shared = {"alpha": (f"fixed at alpha0/k = {alpha0 / k:g} (alpha0 given)" if alpha_given else
+                            learned + ", started symmetric at Σα/k of the spectral α"),
+                  "learned_alpha0": None if alpha_given else float(alpha.sum()),
+                  "spectral_alpha": res.alpha, "seconds": em.seconds, "spectral_topic_word_l1_change": moved}
+        if gibbs_run:
+            info["refine"] = {"sweeps": len(em.seconds) - 1,
+                              "sampler": "collapsed Gibbs (Griffiths & Steyvers 2004), shards as AD-LDA (Newman et "
+                                         "al. 2009), started from the spectral topics",
+                              "log_likelihood": em.log_likelihood, "restarted_shards": em.restarts, **shared}
+        else:
+            info["refine"] = {"iterations": len(em.elbo), "converged": em.converged, "stop_tol": pipeline.EM_STOP_TOL,
+                              "elbo": em.elbo, "inner_iterations": em.inner_iterations, **shared}
     if coh is not None:
         info["coherence"] = {"measure": "NPMI", "top_n": coh["top_n"], "corpus": "training corpus",
                              "mean": coh["mean"], "per_topic": coh["per_topic"], "c_v": coh["c_v"],

@@ -474,8 +474,8 @@ class SpectralLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
                              f"at least max(3, n_components + 1) = {need} documents of ≥ 3 tokens")
 
     def _fit_kwargs(self, seed: int | None) -> dict:
-        kw = {"alpha0": None if self.alpha0 is None else float(self.alpha0), "model": self.model, "refine": self.refine, "eta": self.eta,
-              "refiner": self.refiner,
+        kw = {"alpha0": None if self.alpha0 is None else float(self.alpha0), "model": self.model,
+              "refine": self.refine, "eta": self.eta, "refiner": self.refiner,
               "seed": seed, "progress": bool(self.progress), "coherence": bool(self.coherence)}
         kw.update((self.solver or SolverOptions()).fit_lda_kwargs())
         kw.update((self.cluster or ClusterOptions()).fit_lda_kwargs())

@@ -28,6 +28,8 @@ vectorised equivalent. Its uniforms come from the caller's
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import scipy.sparse as sp
 from scipy.special import digamma, gammaln
@@ -221,8 +223,6 @@ class ShardChain:
         seeds = self.seed.spawn(len(self.parts))
         jobs = [(blocks, glob, nk, a, float(eta), s) for blocks, s in zip(self.parts, seeds)]
         if self.threads > 1 and len(self.z) >= THREADED_TOKENS:
-            from concurrent.futures import ThreadPoolExecutor
-
             with ThreadPoolExecutor(min(self.threads, len(jobs))) as pool:
                 changes = list(pool.map(lambda job: self._sweep_part(*job), jobs))
         else:
@@ -295,7 +295,7 @@ def update_alpha(alpha: np.ndarray, H: np.ndarray, lengths: np.ndarray, max_iter
 
 
 def log_marginal(alpha: np.ndarray, H: np.ndarray, lengths: np.ndarray) -> float:
-    """``Σ_d log p(n_d· | α)`` of the Dirichlet-multinomial, from the histograms (the objective of :func:`update_alpha`)."""
+    """``Σ_d log p(n_d· | α)`` of the Dirichlet-multinomial, from the histograms (:func:`update_alpha`'s objective)."""
     a = np.asarray(alpha, dtype=np.float64)
     c = np.arange(H.shape[1], dtype=np.float64)
     docs = lengths.sum()

@@ -70,6 +70,7 @@ from OS entropy.
 """
 from __future__ import annotations
 
+import hashlib
 import itertools
 import math
 import os
@@ -80,7 +81,8 @@ from scipy import optimize, special
 __all__ = [
     "SecureNoise", "sampler_name", "add_gaussian", "add_laplace", "add_symmetric_matrix_noise",
     "add_symmetric_tensor_noise", "OPENDP_MAX_ENTRIES", "LATTICE_BITS",
-    "private_generator", "noise_generator", "full_uniform", "normals_from", "keyed_words", "check_epsilon", "check_delta", "check_sensitivity",
+    "private_generator", "noise_generator", "full_uniform", "normals_from", "keyed_words", "check_epsilon",
+    "check_delta", "check_sensitivity",
     "gaussian_delta", "gaussian_epsilon", "analytic_gaussian_sigma", "classical_gaussian_sigma",
     "gaussian_noise", "laplace_scale", "laplace_noise", "l2_vector_beta", "l2_vector_noise",
     "symmetric_matrix_noise", "SymmetricNoiseOperator", "symmetric_tensor_noise", "n_unique_entries", "unique_entries",
@@ -169,8 +171,6 @@ def keyed_words(key: bytes, position: tuple):
     positions and calls independent streams, and without the key the words
     are those of a cryptographic XOF.
     """
-    import hashlib
-
     calls = itertools.count()
 
     def words(m: int) -> np.ndarray:
@@ -186,7 +186,8 @@ class SecureNoise(np.random.Generator):
     As a ``numpy.random.Generator`` it serves the non-noise randomness of a
     private run (random starts, shuffles, salts) from PCG64 seeded with OS
     entropy. The ℓ2-vector mechanism and :class:`SymmetricNoiseOperator` draw
-    from ``os.urandom`` (:meth:`normals`, :meth:`gammas`, :func:`keyed_words`). The Gaussian and Laplace noise goes through :meth:`add_gaussian`
+    from ``os.urandom`` (:meth:`normals`, :meth:`gammas`, :func:`keyed_words`).
+    The Gaussian and Laplace noise goes through :meth:`add_gaussian`
     / :meth:`add_laplace` (reached through the module's :func:`add_gaussian`,
     :func:`add_laplace`, :func:`gaussian_noise`, :func:`laplace_noise`):
     OpenDP's exact samplers for releases of at most
@@ -237,7 +238,7 @@ class SecureNoise(np.random.Generator):
         return normals_from(self._words, n).reshape(shape)
 
     def gammas(self, shape_param: float, n: int) -> np.ndarray:
-        """``n`` Gamma(``shape_param``, 1) draws from ``os.urandom``: the float64 inverse CDF of full-precision uniforms."""
+        """``n`` Gamma(``shape_param``, 1) draws from ``os.urandom``: float64 inverse CDFs of full-precision uniforms."""
         u, _ = self._full_uniform(int(n))
         return special.gammaincinv(float(shape_param), u)
 

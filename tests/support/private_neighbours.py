@@ -9,6 +9,7 @@ import numpy as np
 import scipy.sparse as sp
 from hypothesis import strategies as st
 
+from distdp.lda.private import scalable as lda_private
 from distdp.lda.private.shard import PrivateShard
 
 D = 7  # vocabulary of the property tests
@@ -40,3 +41,13 @@ def neighbours(data):
     other = list(rows)
     other[i] = new
     return PrivateShard(csr(rows)), PrivateShard(csr(other)), np.random.default_rng(seed)
+
+
+def public_scales(rng, scaled):
+    """Word scales of an unmixing pass from public topics and frequencies (``None``: the unscaled pass;
+    ``"support"``: 0 off a public support, as :func:`distdp.lda.private.scalable.pass_support` makes them)."""
+    if not scaled:
+        return None
+    tw = rng.dirichlet(np.full(D, 0.3), size=K) * (rng.random((K, D)) > 0.3)   # zeros, as after thresholding
+    S = lda_private.word_scales(tw, rng.normal(1.0, 1.0, D) * rng.dirichlet(np.full(D, 0.3)))
+    return S * (rng.random((K, D)) > 0.5) if scaled == "support" else S

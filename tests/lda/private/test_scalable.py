@@ -17,7 +17,7 @@ from distdp.privacy import mechanisms
 from distdp.lda.private import scalable as lda_private
 from distdp.privacy.ledger import BudgetNotMetError
 from distdp.lda.private.shard import PrivateShard as Shard
-from private_neighbours import D, K, corpora, csr, neighbours
+from private_neighbours import D, K, corpora, csr, neighbours, public_scales
 from distdp.lda.synthetic import sample_corpus
 
 
@@ -59,16 +59,6 @@ def test_unmixing_inverts_the_mixing_exactly():
         lda_private.unmix_topics(Q, -G, 0.0, 0.0)
     with pytest.raises(ValueError, match="no word above the noise"):
         lda_private.unmix_topics(Q, G, 1e9, 2.0)
-
-
-def public_scales(rng, scaled):
-    """Word scales of an unmixing pass from public topics and frequencies (``None``: the unscaled pass;
-    ``"support"``: 0 off a public support, as :func:`lda_private.pass_support` makes them)."""
-    if not scaled:
-        return None
-    tw = rng.dirichlet(np.full(D, 0.3), size=K) * (rng.random((K, D)) > 0.3)   # zeros, as after thresholding
-    S = lda_private.word_scales(tw, rng.normal(1.0, 1.0, D) * rng.dirichlet(np.full(D, 0.3)))
-    return S * (rng.random((K, D)) > 0.5) if scaled == "support" else S
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from distdp.privacy import mechanisms
 from distdp.lda.private import scalable as lda_private
 from distdp.lda.private.shard import PrivateShard as Shard
-from private_neighbours import D, K, corpora, csr, neighbours
+from private_neighbours import D, K, corpora, csr, neighbours, public_scales
 
 
 def public_W(rng):
@@ -115,16 +115,6 @@ def test_tail_bounds_are_attained():
 
     assert change([400, 0, 0, 0, 0, 0, 0], 3.0)[0] == pytest.approx(3.0)
     assert change([10] * D, 2.0)[1] == pytest.approx(4.0)
-
-
-def public_scales(rng, scaled):
-    """Word scales of an unmixing pass from public topics and frequencies (``None``: the unscaled pass;
-    ``"support"``: 0 off a public support, as :func:`lda_private.pass_support` makes them)."""
-    if not scaled:
-        return None
-    tw = rng.dirichlet(np.full(D, 0.3), size=K) * (rng.random((K, D)) > 0.3)   # zeros, as after thresholding
-    S = lda_private.word_scales(tw, rng.normal(1.0, 1.0, D) * rng.dirichlet(np.full(D, 0.3)))
-    return S * (rng.random((K, D)) > 0.5) if scaled == "support" else S
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
