@@ -12,11 +12,23 @@ def register(sub) -> None:
     m.add_argument("out", help="output directory (parquet shards, vocab.txt, truth/)")
     m.add_argument("--model", choices=["lda", "stm"], default="lda")
     m.add_argument("--docs", type=int, required=True, help="number of documents N")
-    m.add_argument("--vocab-size", type=int, required=True, help="vocabulary size d")
-    m.add_argument("--topics", type=int, required=True, help="number of topics k")
-    m.add_argument("--alpha0", type=float, default=1.0, help="LDA concentration Σα")
-    m.add_argument("--doc-length", type=float, default=100.0, help="mean document length (3 + Poisson)")
+    m.add_argument("--vocab-size", type=int, help="vocabulary size d (required unless --from-model)")
+    m.add_argument("--topics", type=int, help="number of topics k (required unless --from-model)")
+    m.add_argument("--alpha0", type=float, help="LDA concentration Σα (default 1; with --from-model, the model's "
+                   "α rescaled to this sum)")
+    m.add_argument("--doc-length", type=float, default=100.0, help="mean document length (8 for short posts, "
+                   "1000 for long articles)")
+    m.add_argument("--lengths", choices=["poisson", "lognormal"], default="poisson",
+                   help="document-length distribution: 3 + Poisson, or lognormal (σ = 1 in log length: short and "
+                   "long documents side by side, as in real collections)")
     m.add_argument("--topic-concentration", type=float, default=0.1, help="Dirichlet parameter of topic-word rows")
+    m.add_argument("--background", type=float, default=0.0, help="text-like topics: this share of every topic's "
+                   "mass is one shared Zipf-law word distribution (the frequent words all topics use; 0.3 is "
+                   "typical of text), the rest its own Dirichlet draw")
+    m.add_argument("--zipf-exponent", type=float, default=1.0, help="exponent s of the background's 1/rank^s")
+    m.add_argument("--from-model", metavar="DIR", help="semi-real corpus: draw the documents from a fitted "
+                   "model's topics and α (a fit-lda --out directory, e.g. of a real corpus); its vocabulary "
+                   "names the words")
     m.add_argument("--shards", type=int, default=1, help="parquet files to split the corpus into")
     m.add_argument("--seed", type=int, default=0)
     m.add_argument("--overwrite", action="store_true")
@@ -61,10 +73,16 @@ def run_make_corpus(args) -> int:
     from distdp.io.corpus import write_corpus
     from distdp.lda.synthetic import sample_corpus
 
-    c = sample_corpus(args.docs, args.vocab_size, args.topics, np.random.default_rng(args.seed), args.model,
-                      args.alpha0, args.doc_length, args.topic_concentration)
-    meta = {k: getattr(args, k) for k in ("model", "docs", "vocab_size", "topics", "alpha0", "doc_length",
-                                          "topic_concentration", "shards", "seed")}
+    topic_word, alpha, vocab, source = _generator(args)
+    k, d = (args.topics, args.vocab_size) if topic_word is None else topic_word.shape
+    c = sample_corpus(args.docs, d, k, np.random.default_rng(args.seed), args.model,
+                      1.0 if args.alpha0 is None else args.alpha0, args.doc_length, args.topic_concentration,
+                      topic_word=topic_word, alpha=alpha, background=args.background,
+                      zipf_exponent=args.zipf_exponent, lengths=args.lengths)
+    meta = {key: getattr(args, key) for key in ("model", "docs", "alpha0", "doc_length", "lengths",
+                                                "topic_concentration", "background", "zipf_exponent",
+                                                "from_model", "shards", "seed")}
+    meta.update(vocab_size=d, topics=k)
 
     def truth(path):
         path.mkdir()
@@ -74,16 +92,54 @@ def run_make_corpus(args) -> int:
         (path / "params.json").write_text(json.dumps(meta, indent=2) + "\n")
 
     def provenance(path):   # the synthetic words w0, w1, … are fixed before any document: public
-        path.write_text(json.dumps({"vocab_from_private_data": False,
-                                    "vocab_source": f"make-corpus's synthetic words w0…w{args.vocab_size - 1}"},
+        path.write_text(json.dumps({"vocab_from_private_data": False, "vocab_source": source},
                                    indent=2, ensure_ascii=False) + "\n")
 
-    vocab = [f"w{i}" for i in range(args.vocab_size)]
     write_corpus(args.out, c.counts, args.shards, vocab, [f"doc{i}" for i in range(args.docs)],
                  {"truth": truth, "prepare.json": provenance}, overwrite=args.overwrite)
-    print(f"wrote {args.out}: {args.docs} documents, {int(c.counts.sum())} tokens, d={args.vocab_size}, "
-          f"k={args.topics}, {args.shards} shard(s)")
+    print(f"wrote {args.out}: {args.docs} documents, {int(c.counts.sum())} tokens, d={d}, k={k}, "
+          f"{args.shards} shard(s)")
     return 0
+
+
+def _generator(args):
+    """``(topic_word, alpha, vocabulary, vocabulary source)``: a fitted model's (``--from-model``) or none.
+
+    Without ``--from-model`` the topics are sampled and the words are ``w0 … w{d-1}``. A model's topics
+    are clipped at 0 and renormalised (a spectral fit's may have small negative entries); its α is kept,
+    or rescaled to ``--alpha0``. Its words are fixed before any document is drawn, so they are public for
+    this corpus.
+    """
+    import numpy as np
+
+    if args.from_model is None:
+        if args.vocab_size is None or args.topics is None:
+            raise ValueError("make-corpus needs --vocab-size and --topics (or --from-model DIR)")
+        return None, None, [f"w{i}" for i in range(args.vocab_size)], \
+            f"make-corpus's synthetic words w0…w{args.vocab_size - 1}"
+    from distdp.lda.model import LDAModel
+
+    given = [f"--{n.replace('_', '-')}" for n in ("vocab_size", "topics") if getattr(args, n) is not None]
+    if args.background:
+        given.append("--background")
+    if given:
+        raise ValueError(f"--from-model takes the topics from the model; {', '.join(given)} cannot be given with it")
+    model = LDAModel.load(args.from_model)
+    beta = np.maximum(np.asarray(model.topic_word, dtype=np.float64), 0.0)
+    if (beta.sum(axis=1) <= 0).any():
+        raise ValueError(f"{args.from_model}: a topic of the model has no positive weight")
+    beta /= beta.sum(axis=1, keepdims=True)
+    alpha = np.asarray(model.alpha, dtype=np.float64)
+    if args.model == "lda":
+        if (alpha <= 0).any():
+            raise ValueError(f"{args.from_model}: the model's α must be positive to draw LDA documents")
+        if args.alpha0 is not None:
+            alpha = alpha * (args.alpha0 / alpha.sum())
+    else:
+        alpha = np.maximum(alpha, 0.0) / np.maximum(alpha, 0.0).sum()
+    d = beta.shape[1]
+    vocab = list(model.vocab) if model.vocab is not None else [f"w{i}" for i in range(d)]
+    return beta, alpha, vocab, f"the vocabulary of the model {args.from_model}"
 
 
 def run_prepare(args) -> int:
