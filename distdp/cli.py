@@ -12,6 +12,7 @@ import os
 import signal
 import sys
 import threading
+import traceback
 import warnings
 
 # One module per group of commands; each owns its arguments.
@@ -52,6 +53,18 @@ def main(argv: list[str] | None = None) -> int:
         except (ValueError, OSError) as exc:  # bad input or parameters: one clear line, exit 2
             print(f"distdp {args.command}: error: {exc}", file=sys.stderr)
             return 2
+        except RuntimeError as exc:  # a private run's unexpected error: its traceback, then what it means
+            from distdp.privacy.ledger import PrivateRunInternalError
+
+            if not isinstance(exc, PrivateRunInternalError):
+                raise
+            traceback.print_exception(exc.__cause__, file=sys.stderr)
+            print(f"distdp {args.command}: {exc}", file=sys.stderr)
+            return INTERNAL_ERROR_EXIT
+
+
+#: Exit status of a private run stopped by an unexpected error (2: bad input or parameters).
+INTERNAL_ERROR_EXIT = 3
 
 
 #: Set by Ray in a submitted job's driver.

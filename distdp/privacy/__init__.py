@@ -12,7 +12,8 @@ from distdp.privacy.accounting import (PaperRecipe, UnsupportedEventError, advan
                                        basic_composition, calibrate_gaussian_multiplier, compose, delta_pld,
                                        epsilon, epsilon_pld, epsilon_rdp, gaussian_composition_epsilon,
                                        gaussian_event, laplace_event, paper_dp_tpm_recipe, pure_dp_event)
-from distdp.privacy.ledger import BudgetExceededError, BudgetNotMetError, PrivacyLedger, Release
+from distdp.privacy.ledger import (BudgetExceededError, BudgetNotMetError, PrivacyLedger, PrivateRunInternalError,
+                                  Release)
 from distdp.privacy.mechanisms import (analytic_gaussian_sigma, classical_gaussian_sigma, gaussian_delta,
                                        gaussian_epsilon, gaussian_noise, l2_vector_beta, l2_vector_noise,
                                        laplace_noise, laplace_scale, private_generator, symmetric_matrix_noise,
@@ -25,5 +26,5 @@ __all__ = [
     "gaussian_event", "laplace_event", "pure_dp_event", "compose", "epsilon", "epsilon_pld", "epsilon_rdp",
     "delta_pld", "gaussian_composition_epsilon", "basic_composition", "advanced_composition",
     "calibrate_gaussian_multiplier", "PaperRecipe", "paper_dp_tpm_recipe", "UnsupportedEventError",
-    "Release", "PrivacyLedger", "BudgetExceededError", "BudgetNotMetError",
+    "Release", "PrivacyLedger", "BudgetExceededError", "BudgetNotMetError", "PrivateRunInternalError",
 ]

@@ -16,8 +16,8 @@ from dp_accounting import dp_event as dpe
 
 from distdp.privacy import accounting, mechanisms
 
-__all__ = ["Release", "PrivacyLedger", "BudgetExceededError", "BudgetNotMetError", "event_to_dict",
-           "event_from_dict"]
+__all__ = ["Release", "PrivacyLedger", "BudgetExceededError", "BudgetNotMetError", "PrivateRunInternalError",
+           "event_to_dict", "event_from_dict"]
 
 Number = Union[float, int]
 
@@ -41,6 +41,34 @@ class BudgetNotMetError(ValueError):
     def __init__(self, message: str):
         message = message.rstrip()
         super().__init__(message + ("" if message.endswith(".") else ".") + self.SPENT)
+
+
+class PrivateRunInternalError(RuntimeError):
+    """An unexpected error inside a private run: a defect of distdp or a failure of the cluster, not a
+    problem with the input.
+
+    The message names the error and says whether noisy releases of the data had
+    been made before it; the original exception is the ``__cause__``.
+
+    Parameters
+    ----------
+    cause : Exception
+    releases : int or None
+        Releases the run had made (``None``: not known, e.g. inside one dense-mechanism call).
+    """
+
+    def __init__(self, cause: BaseException, releases: int | None):
+        self.releases = releases
+        if releases == 0:
+            spent = "No noisy release of the data had been made: nothing was spent."
+        else:
+            made = "Noisy releases of the data may have been made" if releases is None else \
+                f"{releases} noisy release{'s' if releases > 1 else ''} of the data had been made"
+            spent = (f"{made}: count this run against the privacy budget as a completed run at the requested "
+                     "epsilon and delta.")
+        super().__init__(f"internal error in the private fit (a defect of distdp or a failure of the cluster, not a problem "
+                         f"with the input): "
+                         f"{type(cause).__name__}: {cause}. {spent} Please report it with the traceback.")
 
 
 _EVENTS = {cls.__name__: cls for cls in (dpe.NoOpDpEvent, dpe.NonPrivateDpEvent, dpe.GaussianDpEvent,

@@ -21,7 +21,8 @@ from distdp.lda import LDAModel, metrics, pipeline
 from distdp.lda.private import pipeline as private_pipeline
 from distdp.lda.private import scalable
 from distdp.privacy import mechanisms
-from distdp.privacy.ledger import PrivacyLedger, Release
+from distdp.privacy.ledger import (BudgetExceededError, BudgetNotMetError, PrivacyLedger, PrivateRunInternalError,
+                                   Release)
 from distdp.progress import progress_bar
 
 #: Scalable mechanisms (no d×d or d×d×d object) and the small-vocabulary ones of the papers.
@@ -285,6 +286,8 @@ def fit_lda_private(corpus, k: int, open_shards: Callable, public_npmi: Callable
                 r = resolve_refinement(oc.vocab_size, k, refine, unmix, refine_budget, working_vocab)
                 config = spectral_config(epsilon, delta, r, mech, length_cap, whitening)
                 fit = _fit_scalable(oc, params, config, rng, ledger, r, eta, update)
+        except Exception as exc:
+            raise_internal(exc, None if mech in DENSE else len(ledger.releases))
         finally:
             close()
     spent = fit["ledger"].check_budget(epsilon, delta)
@@ -306,6 +309,23 @@ def fit_lda_private(corpus, k: int, open_shards: Callable, public_npmi: Callable
     if out is not None:
         fitted.save(out, overwrite=overwrite)
     return fitted
+
+
+def raise_internal(exc: Exception, releases: int | None) -> None:
+    """Re-raise an error of a private fit's releases, as :class:`~distdp.privacy.ledger.PrivateRunInternalError`
+    unless documented.
+
+    Documented: :class:`~distdp.privacy.ledger.BudgetNotMetError` (the noise swamps the signal; its message
+    says the run counts) and ``BudgetExceededError``; and, before the first release (``releases == 0``)
+    or from a dense mechanism (``releases is None``: one call that checks its inputs first),
+    ``ValueError`` / ``OSError`` (the parameters checked against the data, e.g. too few documents). Any
+    other error, or one after a release, is a defect or a failure of the cluster: it must not read like
+    a message about the input, and it says whether releases were made.
+    """
+    if isinstance(exc, (BudgetNotMetError, BudgetExceededError)) or (
+            releases in (0, None) and isinstance(exc, (ValueError, OSError))):
+        raise exc
+    raise PrivateRunInternalError(exc, releases) from exc
 
 
 #: Non-private solver options (SpectralParams field: its fit-lda flag) that private fits do not read:

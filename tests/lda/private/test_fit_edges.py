@@ -1,5 +1,6 @@
 """Edges of the private paths (issue 41, part B): the vocabulary's provenance, δ against 1/N, the
-data-dependent fields a private ``model.json`` leaves out, and messages that say what is true.
+data-dependent fields a private ``model.json`` leaves out, and messages that say what is true (an
+unexpected error, issue 43, included).
 
 Private fits here pin the noise generator (``fixed_entropy``, tests/lda/private/conftest.py): the report
 still says "OS entropy", and the fit is reproducible. The corpus (3000 documents, d = 100, k = 3, ε = 8)
@@ -16,11 +17,11 @@ import pytest
 
 from distdp import api
 from distdp.lda.private import fit as pf, pipeline as private_pipeline
-from distdp.cli import main
+from distdp.cli import INTERNAL_ERROR_EXIT, main
 from distdp.io.corpus import write_corpus
 from distdp.io.prepare import (DPVocabOptions, check_delta_for_n_docs, prepare_counts, read_prepare_json, tokenize,
                                vocabulary_provenance)
-from distdp.privacy.ledger import BudgetNotMetError
+from distdp.privacy.ledger import BudgetNotMetError, PrivateRunInternalError
 from distdp.lda.synthetic import sample_corpus
 
 N, D, K = 3000, 100, 3
@@ -248,3 +249,46 @@ def test_text_without_words_fails_as_a_dp_selection():
     msg = str(err.value)
     assert "released 0 word(s)" in msg and "holds no words" not in msg and msg.endswith(BudgetNotMetError.SPENT)
     assert "--text-column" in msg
+
+
+# --------------------------------------------------------------------------------------------------
+# 6. Unexpected errors (issue 43): never a message about the input, and whether releases were made
+# --------------------------------------------------------------------------------------------------
+def _raise(exc):
+    def broken(*args, **kwargs):
+        raise exc
+    return broken
+
+
+def test_unexpected_error_before_any_release_says_nothing_was_spent(counts, fixed_entropy, monkeypatch):
+    monkeypatch.setattr(private_pipeline, "private_scan", _raise(TypeError("unsupported operand type(s)")))
+    with pytest.raises(PrivateRunInternalError, match=r"internal error.*TypeError: unsupported operand.*"
+                       r"No noisy release of the data had been made: nothing was spent") as err:
+        fit(counts, vocab_public=True)
+    assert err.value.releases == 0
+
+
+def test_documented_errors_pass_unchanged(counts, fixed_entropy, monkeypatch):
+    # A budget the noise cannot support stays a BudgetNotMetError (exit 2, its own message), and a check of
+    # the parameters against the data before the first release stays a ValueError.
+    monkeypatch.setattr(private_pipeline, "private_scan", _raise(BudgetNotMetError("the privacy budget cannot")))
+    with pytest.raises(BudgetNotMetError):
+        fit(counts, vocab_public=True)
+    monkeypatch.setattr(private_pipeline, "private_scan", _raise(ValueError("too few documents")))
+    with pytest.raises(ValueError, match="^too few documents$"):
+        fit(counts, vocab_public=True)
+
+
+def test_cli_reports_an_internal_error_with_its_traceback_and_exit_3(tmp_path, counts, fixed_entropy, capsys,
+                                                                     monkeypatch):
+    monkeypatch.setattr(private_pipeline, "unmix_private", _raise(IndexError("index 7 is out of bounds")))
+    c = corpus_dir(tmp_path / "c", counts, {"vocab_from_private_data": False, "vocab_source": "given: v.txt"})
+    code = main(["fit-lda", str(c), "--k", "3", "--out", str(tmp_path / "m"), "--local", "--epsilon", "8",
+                 "--delta", "1e-6", "--no-progress", "--no-coherence"])
+    err = capsys.readouterr().err
+    assert code == INTERNAL_ERROR_EXIT == 3
+    assert "Traceback" in err and "IndexError: index 7 is out of bounds" in err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("distdp fit-lda: internal error in the private fit") and "error:" not in last
+    assert "noisy releases of the data had been made: count this run against the privacy budget" in last
+    assert not (tmp_path / "m").exists()
