@@ -135,8 +135,10 @@ def doc_lengths(counts: sp.csr_matrix) -> np.ndarray:
 ROW_SUM_CHUNK = 1 << 22
 
 
-def row_sums(counts: sp.csr_matrix, fn: Callable[[np.ndarray], np.ndarray], chunk: int = ROW_SUM_CHUNK) -> np.ndarray:
-    """``Σ_j fn(c_nj)`` over the nonzeros of every row of a CSR matrix (float64; 0 for an empty row).
+def row_sums(counts: sp.csr_matrix, fn: Callable[[np.ndarray], np.ndarray], chunk: int = ROW_SUM_CHUNK,
+             column_weights: np.ndarray | None = None) -> np.ndarray:
+    """``Σ_j fn(c_nj)`` (``Σ_j v_j fn(c_nj)`` with ``column_weights`` v) over the nonzeros of every row of a
+    CSR matrix (float64; 0 for an empty row).
 
     Rows are taken in chunks of about ``chunk`` nonzeros (a longer row whole), so the
     temporaries ``fn`` makes are O(chunk) and the matrix is not copied: the per-document
@@ -152,6 +154,8 @@ def row_sums(counts: sp.csr_matrix, fn: Callable[[np.ndarray], np.ndarray], chun
         filled = indptr[r0 + 1:r1 + 1] > indptr[r0:r1]
         if filled.any():
             vals = np.asarray(fn(counts.data[indptr[r0]:indptr[r1]]), dtype=np.float64)
+            if column_weights is not None:
+                vals = vals * column_weights[counts.indices[indptr[r0]:indptr[r1]]]
             out[r0:r1][filled] = np.add.reduceat(vals, starts[filled])
         r0 = r1
     return out

@@ -445,6 +445,9 @@ def _report(fit, oc, params, mech, epsilon, delta, spent, seed, reproducible, le
                        "backend": backend, "workers": oc.backend.n_shards, "refine": r.refine if r else 0,
                        "unmix": r.unmix if r else 0,
                        "word_scale_power": scalable.WORD_SCALE_POWER if r and (r.unmix or r.refine) else None,
+                       "spectral_word_scale_power": (scalable.SPECTRAL_WORD_SCALE_POWER
+                                                     if r and r.scan and scalable.SPECTRAL_WORD_SCALE_POWER
+                                                     else None),
                        "pass_support": (scalable.PASS_SUPPORT if r and r.unmix and params.model != "stm"
                                         else None),
                        "eta": eta if r and r.refine else None,

@@ -179,11 +179,15 @@ def _orthonormal(rng: np.random.Generator, n: int, p: int) -> np.ndarray:
     return np.linalg.qr(rng.standard_normal((n, p)))[0]
 
 
-def _release_counts(backend, config, noise, n_total):
-    """Release 1: used-document count, capped token total and the norm histograms → N̂, tokens, C1, C2."""
+def _release_counts(backend, config, noise, n_total, scales=None):
+    """Release 1: used-document count, capped token total and the norm histograms → N̂, tokens, C1, C2
+    (the second moment's norms those of ``S m2_n S`` with word ``scales``)."""
     edges = scalable.log_grid(*scalable.NORM_GRID)
-    raw = sum_partials(backend.call("private_counts", config.length_cap, edges, edges, config.dense_whitening))
+    raw = sum_partials(backend.call("private_counts", config.length_cap, edges, edges, config.dense_whitening,
+                                    scales))
     norm = "‖m2_n‖_u (unique entries)" if config.dense_whitening else "‖m2_n‖_F"
+    if scales is not None:
+        norm = norm.replace("m2_n", "S m2_n S") + f" ({SCALES_NOTE})"
     noisy = noise.add("counts", raw, scalable.COUNT_SENSITIVITY,
                       note=f"[n_used, Σ min(l, L)/L, histogram ‖m1_n‖, histogram {norm}]")
     n_hat = float(np.clip(noisy[0], 3.0, n_total))
@@ -236,13 +240,13 @@ class _WhiteningRelease:
     solver: dict
 
 
-def _m2_release_notes(noise, d: int, matrix_free: bool, restart: float | None = None) -> dict:
+def _m2_release_notes(noise, d: int, matrix_free: bool, restart: float | None = None, scaled: bool = False) -> dict:
     """Ledger notes of the second moment's releases, by stage (only the plan's stages); ``restart``: the
-    probe's threshold (:func:`_whitening_dense`)."""
+    probe's threshold (:func:`_whitening_dense`); ``scaled``: with word scales."""
     form = ("never formed: its noise is regenerated block by block from a secret seed for each product "
             "(mechanisms.SymmetricNoiseOperator) and its eigenpairs found by LOBPCG" if matrix_free else "dense")
-    note = (f"Σ g_n m2_n, {d}×{d}, {form}; symmetric noise on the unique entries, clipped in their norm "
-            "(Analyze Gauss, Dwork et al. 2014)")
+    note = (f"Σ g_n {'S m2_n S' if scaled else 'm2_n'}, {d}×{d}, {form}; symmetric noise on the unique entries, "
+            f"clipped in their norm (Analyze Gauss, Dwork et al. 2014){f'; {SCALES_NOTE}' if scaled else ''}")
     if "m2_whitening_topup" not in noise.plan:
         return {"m2_whitening": note}
     whole = scalable.whitening_mu2(noise.plan)
@@ -310,7 +314,8 @@ def _topup_record(vals: np.ndarray, k: int, d: int, sigma: float, n_hat: float, 
     return _whitening_record(eig_k / level, scalable.needs_topup(eig_k, level))
 
 
-def _whitening_dense(backend, d, k, coef, n_hat, m1, m1_var, c2, sens, noise, restart=None) -> _WhiteningRelease:
+def _whitening_dense(backend, d, k, coef, n_hat, m1, m1_var, c2, sens, noise, restart=None,
+                     scales=None) -> _WhiteningRelease:
     """One noisy dense ``Σ g_n m2_n`` (Analyze Gauss), topped up when the plan allows and it falls short.
 
     The ``a2·v·I`` of ``M2`` shifts every eigenvalue by ``a2·v`` and leaves the
@@ -329,8 +334,8 @@ def _whitening_dense(backend, d, k, coef, n_hat, m1, m1_var, c2, sens, noise, re
     fit gives the unmade releases' μ² to the passes); else the second part is
     released and averaged with the first by precision.
     """
-    total = sum_partials(backend.call("private_m2_dense", c2))
-    notes = _m2_release_notes(noise, d, False, restart)
+    total = sum_partials(backend.call("private_m2_dense", c2, scales))
+    notes = _m2_release_notes(noise, d, False, restart, scales is not None)
     shift = coef.a2 * m1_var
 
     def spectrum(e2_):
@@ -378,7 +383,8 @@ MATRIX_FREE_REL_TOL = 1e-6
 MATRIX_FREE_MAX_PRODUCTS = 300
 
 
-def _whitening_matrix_free(backend, d, k, p, coef, n_hat, m1, m1_var, c2, sens, noise, rng, st) -> _WhiteningRelease:
+def _whitening_matrix_free(backend, d, k, p, coef, n_hat, m1, m1_var, c2, sens, noise, rng, st,
+                           scales=None) -> _WhiteningRelease:
     """The dense form's release, top-up included, without a d×d matrix anywhere.
 
     The released matrix is ``Σ g_n m2_n + N`` exactly as in
@@ -396,14 +402,14 @@ def _whitening_matrix_free(backend, d, k, p, coef, n_hat, m1, m1_var, c2, sens, 
     shard and one noise tile at the coordinator; time: d²/2 Gaussian draws
     per product (d² after a top-up: two noise matrices).
     """
-    notes = _m2_release_notes(noise, d, True)
+    notes = _m2_release_notes(noise, d, True, scaled=scales is not None)
     ops = [(1.0, noise.operator("m2_whitening", d, sens, note=notes["m2_whitening"]))]
     sigma = noise.sigma("m2_whitening", sens)
     shift = coef.a2 * m1_var
     solver = {"form": "matrix-free", "solver": "lobpcg", "products": 0, "converged": True}
 
     def m2_apply(X):
-        raw = sum_partials(backend.call("private_m2_product", backend.broadcast(X), c2, True))
+        raw = sum_partials(backend.call("private_m2_product", backend.broadcast(X), c2, True, scales))
         for weight, op in ops:
             raw = raw + weight * op.matmat(X)      # not in place: a single Ray shard's result is read-only
         solver["products"] += 1
@@ -430,12 +436,15 @@ def _whitening_matrix_free(backend, d, k, p, coef, n_hat, m1, m1_var, c2, sens, 
     return _WhiteningRelease(vals, vecs, Q, e2q, sigma, 0, topup, solver)
 
 
-def _whitening_products(backend, d, p, coef, n_hat, m1, m1_var, c2, sens, config, noise, rng, st):
+def _whitening_products(backend, d, p, coef, n_hat, m1, m1_var, c2, sens, config, noise, rng, st, scales=None):
     """Noisy subspace iteration on ``M2``, one release per product (the power form)."""
     Q = _orthonormal(rng, d, p)
+    what = "m2_n" if scales is None else "S m2_n S"
     for i in range(config.eig_iters + 1):
-        e2q = noise.add("m2_whitening", sum_partials(backend.call("private_m2_product", backend.broadcast(Q), c2)), sens,
-                        note=f"(Σ g_n m2_n) Q, Q orthonormal d×{p}; noisy power method (Hardt & Price 2014)") / n_hat
+        raw = sum_partials(backend.call("private_m2_product", backend.broadcast(Q), c2, False, scales))
+        e2q = noise.add("m2_whitening", raw, sens,
+                        note=f"(Σ g_n {what}) Q, Q orthonormal d×{p}; noisy power method (Hardt & Price 2014)"
+                             + ("" if scales is None else f"; {SCALES_NOTE}")) / n_hat
         m2q = e2q - coef.a2 * np.outer(m1, m1 @ Q) + coef.a2 * m1_var * Q
         st.step("whitening", i + 1, config.eig_iters + 1)
         if i < config.eig_iters:
@@ -457,17 +466,18 @@ def _whitening_description(solver: dict) -> str:
             f"{'' if solver['converged'] else ', stopped at its iteration cap before its tolerance'})")
 
 
-def _private_whitening(backend, d, k, p, coef, n_hat, m1, m1_var, c2, config, noise, rng, st, restart=None):
+def _private_whitening(backend, d, k, p, coef, n_hat, m1, m1_var, c2, config, noise, rng, st, restart=None,
+                       scales=None):
     """Private whitening of ``M2 = E2 − a2 M̂1M̂1ᵀ + a2 v I``: (Whitening, E2(W,W), the release's record)."""
     sens = math.sqrt(2.0) * c2
     if _first_part(noise.plan) is not None and config.form != "dense":
         raise ValueError("a whitening probe or early rung (scalable.split_probe) needs the dense whitening")
     if config.form == "power":
-        rel = _whitening_products(backend, d, p, coef, n_hat, m1, m1_var, c2, sens, config, noise, rng, st)
+        rel = _whitening_products(backend, d, p, coef, n_hat, m1, m1_var, c2, sens, config, noise, rng, st, scales)
     elif config.form == "matrix-free":
-        rel = _whitening_matrix_free(backend, d, k, p, coef, n_hat, m1, m1_var, c2, sens, noise, rng, st)
+        rel = _whitening_matrix_free(backend, d, k, p, coef, n_hat, m1, m1_var, c2, sens, noise, rng, st, scales)
     else:
-        rel = _whitening_dense(backend, d, k, coef, n_hat, m1, m1_var, c2, sens, noise, restart)
+        rel = _whitening_dense(backend, d, k, coef, n_hat, m1, m1_var, c2, sens, noise, restart, scales)
         st.step("whitening", 1, 1)
     remedy = _spectral_remedy(d, k, config.dense_whitening)
     try:
@@ -528,7 +538,8 @@ def _power_iterations(backend, W_ref, k, c3, key, n_hat, assemble_apply, config,
 def fit_spectral_private(backend: Backend, vocab_size: int, params: SpectralParams,
                          config: scalable.PrivateSpectralConfig, rng: np.random.Generator,
                          ledger: PrivacyLedger | None = None, plan: dict | None = None,
-                         progress: Callable | None = None, restart: float | None = None) -> PrivateSpectral:
+                         progress: Callable | None = None, restart: float | None = None,
+                         word_scales: np.ndarray | None = None) -> PrivateSpectral:
     """Private spectral LDA / single-topic fit (module docstring).
 
     Parameters
@@ -550,6 +561,11 @@ def fit_spectral_private(backend: Backend, vocab_size: int, params: SpectralPara
     restart : float, optional
         With a whitening probe in ``plan`` (:func:`~distdp.lda.private.scalable.split_probe`):
         the probe ratio from which :class:`_Restart` is raised (:func:`fit_lda_private_scalable`).
+    word_scales : ndarray (d,), optional
+        Public or released positive word scales ``s`` (:func:`~distdp.lda.private.scalable.spectral_word_scales`):
+        the second moment is whitened as ``S M2 S`` (``S = diag(s)``, each document clipped in that norm), the
+        tensor with ``W' = S W̃``, and the topics recovered through ``S⁻¹``, so that the moments' topics are
+        unchanged while words that every topic uses weigh less against the noise.
 
     Raises
     ------
@@ -569,15 +585,18 @@ def fit_spectral_private(backend: Backend, vocab_size: int, params: SpectralPara
         raise ValueError(f"too few documents: {n_total}; need at least max(3, k+1) = {max(3, k + 1)}")
 
     with st.timed("pass1_stats"):
-        n_hat, tokens_hat, c1, c2 = _release_counts(backend, config, noise, n_total)
+        s = None if word_scales is None else np.asarray(word_scales, dtype=np.float64)
+        n_hat, tokens_hat, c1, c2 = _release_counts(backend, config, noise, n_total, s)
         sens1 = math.sqrt(2.0) * c1
         m1 = noise.add("m1", sum_partials(backend.call("private_m1", c1)), sens1, note="Σ f_n m1_n") / n_hat
         m1_var = (noise.plan["m1"].multiplier * sens1 / n_hat) ** 2
     st.step("pass1_stats")
     with st.timed("whitening"):
-        wh, e2w, rel = _private_whitening(backend, d, k, p, coef, n_hat, m1, m1_var, c2, config, noise, rng, st,
-                                          restart)
-    W = wh.W
+        # Scaled, S m̂1's noise has covariance v·S²; its bias in the eigenvalues is taken as v·mean(s²)·I.
+        wh, e2w, rel = _private_whitening(
+            backend, d, k, p, coef, n_hat, m1 if s is None else s * m1,
+            m1_var if s is None else m1_var * float(np.mean(s * s)), c2, config, noise, rng, st, restart, s)
+    W = wh.W if s is None else s[:, None] * wh.W          # M3(S·,S·,S·) whitened by W̃ is M3 whitened by S W̃
     W_ref = backend.broadcast(W)
     key = matrix_key(W)
     m, gram = W.T @ m1, W.T @ W
@@ -597,7 +616,8 @@ def fit_spectral_private(backend: Backend, vocab_size: int, params: SpectralPara
                 lambda e3u, U: scalable.assemble_tensor_apply(e3u, U, e2w, m, gram, m1_var, params.moment_alpha0),
                 config, noise, rng, st)
     with st.timed("recovery"):
-        topic_word, alpha = lda.recover_parameters(lam, V, wh.unwhiten, params.alpha0, params.model)
+        topic_word, alpha = lda.recover_parameters(lam, V, wh.unwhiten if s is None else wh.unwhiten / s[:, None],
+                                                   params.alpha0, params.model)
     stats = {"n_docs": n_total, "n_docs_used_noisy": n_hat, "n_tokens_noisy": tokens_hat, "vocab_size": d,
              "n_shards": backend.n_shards, "tensor_path": "implicit" if config.mechanism == "power" else "explicit",
              "whitening": _whitening_description(rel.solver),
@@ -605,8 +625,14 @@ def fit_spectral_private(backend: Backend, vocab_size: int, params: SpectralPara
              "clip_quantiles": {"m1": config.quantile, "m2": config.quantile, "m3": config.tensor_quantile}}
     if rel.topup is not None:
         stats["whitening_topup"] = rel.topup
+    if s is not None:
+        stats["whitening_word_scales"] = SCALES_NOTE
     result = SpectralResult(topic_word, alpha, wh.eigenvalues, np.asarray(lam), stats, st.timings)
     return PrivateSpectral(result, ledger, n_hat, tokens_hat, {"m1": c1, "m2": c2, "m3": c3})
+
+
+#: How the ledger and the spectral stats name the whitening's word scales (fit_lda_private_scalable).
+SCALES_NOTE = "S = diag(s): word scales from the scan's released frequencies (scalable.spectral_word_scales)"
 
 
 #: Threshold ``t`` (in noise deviations) of the noisy EM statistics and unmixing solves (post-processing,
@@ -927,6 +953,12 @@ def _working_vocabulary(backend: Backend, scan: Scan | None, h: int, d: int):
     return columns, share, (ColumnBackend(backend, columns) if h < d else backend)
 
 
+def _spectral_scales(scan: Scan | None, columns: np.ndarray, power: float) -> np.ndarray | None:
+    """The spectral stage's word scales over the working ``columns`` from the scan's released frequencies
+    (:func:`~distdp.lda.private.scalable.spectral_word_scales`); None without a scan or with ``power`` 0."""
+    return None if scan is None else scalable.spectral_word_scales(scan.frequencies[columns], power)
+
+
 def _restart_gate(r: Refinement, d: int, params: SpectralParams, config: scalable.PrivateSpectralConfig,
                   plan: dict, share: float) -> dict | None:
     """Whether the fit probes its default working vocabulary's whitening for a restart on more words.
@@ -972,7 +1004,8 @@ def _discard(ledger: PrivacyLedger, first: int, plan: dict, h: int, h1: int) -> 
 def fit_lda_private_scalable(backend: Backend, vocab_size: int, params: SpectralParams,
                              config: scalable.PrivateSpectralConfig, rng: np.random.Generator,
                              ledger: PrivacyLedger, plan: dict, refinement: Refinement, *, eta: float = 0.1,
-                             progress: Callable | None = None) -> PrivateLDA:
+                             progress: Callable | None = None,
+                             scale_power: float = scalable.SPECTRAL_WORD_SCALE_POWER) -> PrivateLDA:
     """Private LDA: scan, spectral fit on the working vocabulary, tail release, unmixing passes, private EM.
 
     The whitening's early rung (:func:`_splits_first_release`): before unmixing passes
@@ -1025,6 +1058,8 @@ def fit_lda_private_scalable(backend: Backend, vocab_size: int, params: Spectral
         outside the working vocabulary.
     eta : float
         EM topic-word smoothing.
+    scale_power : float
+        Power of the spectral stage's word scales from the scan (:func:`_spectral_scales`; 0: none).
     """
     d, r = vocab_size, refinement
     h = r.working_vocab
@@ -1042,14 +1077,16 @@ def fit_lda_private_scalable(backend: Backend, vocab_size: int, params: Spectral
         plan = noise.plan = scalable.split_early(plan)
     first = len(ledger.releases)
     try:
-        ps = fit_spectral_private(view, h, params, config, rng, ledger, plan, progress, restart)
+        ps = fit_spectral_private(view, h, params, config, rng, ledger, plan, progress, restart,
+                                  _spectral_scales(scan, columns, scale_power))
     except _Restart as probe:
         h1 = record["restart_words"]
         plan = noise.plan = scalable.restart_plan(plan, _discard(ledger, first, plan, h, h1))
         h = h1
         columns, share, view = _working_vocabulary(backend, scan, h, d)
         record.update(probe_ratio=probe.ratio, made=True)
-        ps = fit_spectral_private(view, h, params, config, rng, ledger, plan, progress)
+        ps = fit_spectral_private(view, h, params, config, rng, ledger, plan, progress,
+                                  word_scales=_spectral_scales(scan, columns, scale_power))
     else:
         if restart is not None:
             record["probe_ratio"] = ps.result.stats["whitening_topup"]["probe_ratio"]

@@ -101,7 +101,7 @@ __all__ = [
     "SCAN_SENSITIVITY", "WORD_SCALE_POWER",
     "count_norms", "working_columns", "working_share", "embed_topics", "threshold_noisy", "threshold_note", "unmix_weights", "tail_statistics",
     "tail_sensitivities", "UNMIX_SHARPEN", "pass_weights", "pass_norms", "unmix_pass_statistics", "unmix_topics",
-    "word_scales",
+    "word_scales", "SPECTRAL_WORD_SCALE_POWER", "spectral_word_scales",
     "UnmixedTopics", "MIXTURE_FLOOR", "mixture_topics", "unmix_diagonal", "ALIGN_MAX_NOISE", "ALIGN_MAX_CONDITION",
     "align_mixing", "combine_unmixed",
 ]
@@ -132,6 +132,8 @@ SCAN_SENSITIVITY = 2.0
 
 #: Exponent of the word scales of the unmixing pass and private EM, s ∝ b^{-1/3} (:func:`word_scales`).
 WORD_SCALE_POWER = 1.0 / 3.0
+#: Power p of the spectral stage's word scales ``s_w ∝ f̂_w^(-p)`` (:func:`spectral_word_scales`); 0: none.
+SPECTRAL_WORD_SCALE_POWER = 0.25
 
 #: Power p of an unmixing pass's document weights ``g_n = θ̂_n^p/‖θ̂_n^p‖₂`` (:func:`unmix_pass_statistics`).
 UNMIX_SHARPEN = 2.0
@@ -550,19 +552,25 @@ def quantile_from_histogram(noisy_counts: np.ndarray, edges: np.ndarray, q: floa
     return float(edges[min(i, len(c) - 1) + 1])
 
 
-def doc_norms(counts: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def doc_norms(counts: sp.csr_matrix, scales: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``‖m1_n‖₂``, ``‖m2_n‖_F`` and ``‖m2_n‖_u`` of every document (0 for documents shorter than 3 tokens).
 
     ``‖c cᵀ − diag c‖_F² = (Σc²)² − 2Σc³ + Σc²``; its diagonal's squares sum to
     ``Σ(c² − c)²``, and the unique-entry norm (release 3, dense form) is
-    ``‖A‖_u = √((‖A‖_F² + Σ A_ii²)/2)``: O(nnz).
+    ``‖A‖_u = √((‖A‖_F² + Σ A_ii²)/2)``: O(nnz). With word ``scales`` s the
+    second moment's norms are those of ``S m2_n S`` (``S = diag(s)``, the
+    scaled whitening of :func:`spectral_word_scales`):
+    ``‖S(c cᵀ − diag c)S‖_F² = (Σs²c²)² − 2Σs⁴c³ + Σs⁴c²``, diagonal ``Σs⁴(c² − c)²``.
     """
     w1, w2, _ = moments.doc_weights(moments.doc_lengths(counts))
-    s2 = moments.row_sums(counts, np.square)
-    s3 = moments.row_sums(counts, lambda x: x ** 3)
-    diag_sq = moments.row_sums(counts, lambda x: (x * x - x) ** 2)
-    frob_sq = np.maximum(s2 * s2 - 2.0 * s3 + s2, 0.0)
-    return w1 * np.sqrt(s2), w2 * np.sqrt(frob_sq), w2 * np.sqrt(0.5 * (frob_sq + diag_sq))
+    plain = moments.row_sums(counts, np.square)
+    v2, v4 = (None, None) if scales is None else (scales ** 2, scales ** 4)
+    s2 = plain if scales is None else moments.row_sums(counts, np.square, column_weights=v2)
+    s3 = moments.row_sums(counts, lambda x: x ** 3, column_weights=v4)
+    s2b = s2 if scales is None else moments.row_sums(counts, np.square, column_weights=v4)
+    diag_sq = moments.row_sums(counts, lambda x: (x * x - x) ** 2, column_weights=v4)
+    frob_sq = np.maximum(s2 * s2 - 2.0 * s3 + s2b, 0.0)
+    return w1 * np.sqrt(plain), w2 * np.sqrt(frob_sq), w2 * np.sqrt(0.5 * (frob_sq + diag_sq))
 
 
 def tensor_norm_bound(counts: sp.csr_matrix, W: np.ndarray, Y: np.ndarray | None = None) -> np.ndarray:
@@ -705,6 +713,25 @@ def unmix_weights(norms: np.ndarray, lengths: np.ndarray, norm_cap: float,
     g = t if weight_norms is None else np.asarray(weight_norms, dtype=np.float64)
     q, r = g * np.asarray(norms, dtype=np.float64), g * t * np.asarray(lengths, dtype=np.float64)
     return np.where(q > 0, np.minimum(c / np.where(q > 0, q, 1.0), c * c / np.where(r > 0, r, 1.0)), 0.0)
+
+
+def spectral_word_scales(frequencies: np.ndarray, power: float = SPECTRAL_WORD_SCALE_POWER) -> np.ndarray | None:
+    """Word scales ``s_w = f̂_w^(-p) / max_v f̂_v^(-p)`` of the private spectral stage (None when ``power`` is 0).
+
+    ``f̂``: the scan's released frequencies over the working words (post-processing), floored at a
+    millionth of the largest. Whitening ``S M2 S`` instead of ``M2`` (``S = diag(s)``) has the same
+    topics (``S μ_i``, mapped back by ``S⁻¹``), but the words every topic shares — the frequent ones
+    of real text — weigh less in each document's clipped ``m2_n`` and in the released sum, whose
+    noise is isotropic: the topics' differences, which set σ_k, live on rarer words. Scaled so the
+    largest is 1: the scaled documents' norms stay below the unscaled ones (the clip's histogram grid
+    holds them).
+    """
+    if power == 0:
+        return None
+    f = np.asarray(frequencies, dtype=np.float64)
+    f = np.maximum(f, max(float(f.max()), 1e-300) * 1e-6)
+    s = f ** -power
+    return s / s.max()
 
 
 def word_scales(topic_word: np.ndarray, frequencies: np.ndarray, power: float = WORD_SCALE_POWER) -> np.ndarray:

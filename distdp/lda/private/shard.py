@@ -33,20 +33,23 @@ class PrivateShard(Shard):
         self._norms = None
         self._clip3 = None
 
-    def _doc_norms(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        if self._norms is None:
-            self._norms = scalable.doc_norms(self.counts)
-        return self._norms
+    def _doc_norms(self, scales: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:func:`~distdp.lda.private.scalable.doc_norms`, kept for the last ``scales`` (one fit's)."""
+        key = None if scales is None else scales.tobytes()
+        if self._norms is None or self._norms[0] != key:
+            self._norms = (key, scalable.doc_norms(self.counts, scales))
+        return self._norms[1]
 
     def private_counts(self, length_cap: int, m1_edges: np.ndarray, m2_edges: np.ndarray,
-                       dense: bool = False) -> np.ndarray:
+                       dense: bool = False, scales: np.ndarray | None = None) -> np.ndarray:
         """``[n_used, Σ min(l_n, L)/L, hist ‖m1_n‖, hist ‖m2_n‖]`` over documents with ≥ 3 tokens.
 
-        ``‖m2_n‖`` is the unique-entry norm with ``dense`` (the dense whitening clips by it), else Frobenius.
+        ``‖m2_n‖`` is the unique-entry norm with ``dense`` (the dense whitening clips by it), else Frobenius;
+        that of ``S m2_n S`` with word ``scales`` (``S = diag(scales)``).
         """
         lengths = moments.doc_lengths(self.counts)
         ok = lengths >= moments.MIN_DOC_LENGTH
-        n1, n2f, n2u = self._doc_norms()
+        n1, n2f, n2u = self._doc_norms(scales)
         n2 = n2u if dense else n2f
         head = [float(ok.sum()), float(np.minimum(lengths, length_cap).sum()) / length_cap]
         return np.concatenate([head, scalable.histogram(n1[ok], m1_edges),
@@ -62,20 +65,29 @@ class PrivateShard(Shard):
     def private_m1(self, clip1: float) -> np.ndarray:
         """``Σ_n f_n m1_n`` (d,), ``f_n = min(1, C1/‖m1_n‖)``."""
         w1 = moments.doc_weights(moments.doc_lengths(self.counts))[0]
-        return np.asarray(self.counts.T @ (w1 * scalable.clip_factors(self._doc_norms()[0], clip1))).ravel()
+        n1 = (self._norms[1] if self._norms is not None else self._doc_norms())[0]    # ‖m1_n‖: never scaled
+        return np.asarray(self.counts.T @ (w1 * scalable.clip_factors(n1, clip1))).ravel()
 
-    def private_m2_product(self, omega: np.ndarray, clip2: float, unique_norm: bool = False) -> np.ndarray:
+    def private_m2_product(self, omega: np.ndarray, clip2: float, unique_norm: bool = False,
+                           scales: np.ndarray | None = None) -> np.ndarray:
         """``(Σ_n g_n m2_n) Ω`` (d×p), ``g_n = min(1, C2/‖m2_n‖_F)``.
 
         ``unique_norm``: clip by the unique-entry norm ``‖m2_n‖_u`` instead, so that the
-        sum is :meth:`private_m2_dense`'s (the matrix-free form of that release).
+        sum is :meth:`private_m2_dense`'s (the matrix-free form of that release). With word
+        ``scales``: ``(Σ_n g_n S m2_n S) Ω``, clipped by the norms of ``S m2_n S``.
         """
-        g = scalable.clip_factors(self._doc_norms()[2 if unique_norm else 1], clip2)
-        return moments.m2_product_partial(self.counts, omega, doc_scale=g).e2
+        g = scalable.clip_factors(self._doc_norms(scales)[2 if unique_norm else 1], clip2)
+        if scales is None:
+            return moments.m2_product_partial(self.counts, omega, doc_scale=g).e2
+        return scales[:, None] * moments.m2_product_partial(self.counts, scales[:, None] * omega, doc_scale=g).e2
 
-    def private_m2_dense(self, clip2: float) -> np.ndarray:
-        """``Σ_n g_n m2_n`` (d×d), ``g_n = min(1, C2/‖m2_n‖_u)`` (the unique-entry norm)."""
-        return moments.m2_dense_sum(self.counts, scalable.clip_factors(self._doc_norms()[2], clip2))
+    def private_m2_dense(self, clip2: float, scales: np.ndarray | None = None) -> np.ndarray:
+        """``Σ_n g_n m2_n`` (d×d), ``g_n = min(1, C2/‖m2_n‖_u)`` (the unique-entry norm); with word
+        ``scales``, ``Σ_n g_n S m2_n S`` clipped by the norms of ``S m2_n S``."""
+        total = moments.m2_dense_sum(self.counts, scalable.clip_factors(self._doc_norms(scales)[2], clip2))
+        if scales is not None:
+            total *= np.outer(scales, scales)
+        return total
 
     def private_tensor_bounds(self, W: np.ndarray, edges: np.ndarray, key=None) -> np.ndarray:
         """Histogram of the bounds ``B_n`` on ``‖m3_n(W,W,W)‖_F`` over documents with ≥ 3 tokens."""

@@ -400,3 +400,31 @@ def test_private_fit_uses_no_broadcast_value_as_an_array(corpus_wide, monkeypatc
                     progress=False, coherence=False, working_vocab="auto")
     assert m.info["corpus"]["working_vocab_restart"]["made"]
     assert m.topic_word.shape == (5, 1200) and np.isfinite(m.topic_word).all()
+
+
+@pytest.mark.parametrize("form", ["dense", "matrix-free", "power"])
+def test_spectral_word_scales_keep_the_moments_topics(corpus_p, form):
+    # The whitening of S M2 S (S from released frequencies) has the moments' topics: scales of ones give the
+    # unscaled fit bit for bit in every whitening form, and strongly unequal scales at a huge ε recover the
+    # topics about as well as without (S⁻¹ maps them back; tolerance: twice the unscaled fit's L1, which is
+    # sampling error at N = 20,000, and far below the 0.5 of a wrong map).
+    from distdp.lda.private import pipeline as pp
+    from distdp.lda.pipeline import LocalBackend, SpectralParams
+    from distdp.lda import matched_l1
+
+    cfg = lda_private.PrivateSpectralConfig(1e4, 1e-6, dense_whitening=form != "power", matrix_free=form == "matrix-free")
+    be = LocalBackend([Shard(corpus_p.counts[:10_000]), Shard(corpus_p.counts[10_000:])])
+
+    def fit(scales):
+        return pp.fit_spectral_private(be, 200, SpectralParams(k=5, alpha0=1.0), cfg, np.random.default_rng(3),
+                                       plan=lda_private.plan_noise(cfg), word_scales=scales).result
+
+    plain = fit(None)
+    ones = fit(np.ones(200))
+    np.testing.assert_array_equal(ones.topic_word, plain.topic_word)
+    np.testing.assert_array_equal(ones.alpha, plain.alpha)
+    freq = np.asarray(corpus_p.counts.sum(axis=0)).ravel() / corpus_p.counts.sum()
+    scaled = fit(lda_private.spectral_word_scales(freq, 0.5))
+    assert scaled.stats["whitening_word_scales"] == pp.SCALES_NOTE
+    base = matched_l1(plain.topic_word, corpus_p.topic_word)[0]
+    assert matched_l1(scaled.topic_word, corpus_p.topic_word)[0] < max(2 * base, 0.05)

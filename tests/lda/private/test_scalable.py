@@ -533,6 +533,24 @@ def test_doc_norms_match_the_dense_per_document_moments():
         assert n1[i] == pytest.approx(np.linalg.norm(c / l))
         assert n2f[i] == pytest.approx(np.linalg.norm(m2))
         assert n2u[i] == pytest.approx(np.linalg.norm(m2[np.triu_indices(D)]))
+    # With word scales: the norms of S m2_n S (m1's unchanged).
+    s = np.linspace(0.2, 1.0, D)
+    s1, s2f, s2u = lda_private.doc_norms(counts, s)
+    np.testing.assert_array_equal(s1, n1)
+    for i, c in enumerate(counts.toarray().astype(float)):
+        l = c.sum()
+        m2 = (np.outer(c, c) - np.diag(c)) / (l * (l - 1)) * np.outer(s, s) if l >= 3 else np.zeros((D, D))
+        assert s2f[i] == pytest.approx(np.linalg.norm(m2))
+        assert s2u[i] == pytest.approx(np.linalg.norm(m2[np.triu_indices(D)]))
+
+
+def test_spectral_word_scales():
+    f = np.array([0.5, 0.1, 0.01, 0.0, -0.001])
+    s = lda_private.spectral_word_scales(f, 0.25)
+    assert s.max() == 1.0 and s[0] < s[1] < s[2] < s[3] == s[4]          # frequent words weigh less; ≤ 1
+    np.testing.assert_allclose(s[:3] / s[2], (f[:3] / 0.01) ** -0.25)
+    assert s[3] == pytest.approx((0.5e-6 / 0.01) ** -0.25 * s[2])          # floored at 1e-6 of the largest
+    assert lda_private.spectral_word_scales(f, 0.0) is None
 
 
 def test_assembled_tensor_equals_lda_moment_in_expectation_of_noise():

@@ -42,6 +42,30 @@ def test_first_releases_sensitivity(data, c1, c2):
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(corpora, st.floats(0.001, 1.0))
+def test_scaled_whitening_releases_sensitivity(data, c2):
+    # With the spectral stage's word scales (public: from released frequencies) every document is clipped in
+    # the norm of S m2_n S, so each release moves by at most what its unscaled twin does: √2·C2.
+    a, b, rng = neighbours(data)
+    s = lda_private.spectral_word_scales(rng.dirichlet(np.full(D, 0.3)) + 1e-9, 0.5)
+    e = lda_private.log_grid(*lda_private.NORM_GRID)
+    for dense in (False, True):
+        diff = a.private_counts(10, e, e, dense, s) - b.private_counts(10, e, e, dense, s)
+        assert np.linalg.norm(diff) <= lda_private.COUNT_SENSITIVITY + 1e-12
+    Q = np.linalg.qr(rng.standard_normal((D, 4)))[0]
+    assert np.linalg.norm(a.private_m2_product(Q, c2, False, s) - b.private_m2_product(Q, c2, False, s)) <= \
+        math.sqrt(2) * c2 * (1 + 1e-9)
+    dd = a.private_m2_dense(c2, s) - b.private_m2_dense(c2, s)
+    np.testing.assert_allclose(dd, dd.T, atol=1e-15)
+    assert np.linalg.norm(dd[np.triu_indices(D)]) <= math.sqrt(2) * c2 * (1 + 1e-9)
+    np.testing.assert_allclose(a.private_m2_product(Q, c2, True, s), a.private_m2_dense(c2, s) @ Q, rtol=1e-9,
+                               atol=1e-12)
+    # Without clipping (C2 above every norm) the scaled sum is S (Σ m2_n) S exactly.
+    np.testing.assert_allclose(a.private_m2_dense(1e9, s), a.private_m2_dense(1e9) * np.outer(s, s), rtol=1e-12,
+                               atol=1e-15)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(corpora, st.floats(0.01, 1.0))
 def test_tensor_releases_sensitivity(data, c3_scale):
     a, b, rng = neighbours(data)
