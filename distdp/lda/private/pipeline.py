@@ -158,10 +158,13 @@ class Scan:
         ``(Σ_n x_n/l_n + noise) / N``: the mean per-document word frequencies.
     norm_cap : float
         Quantile of ``‖x_n‖₂`` read off the noisy histogram: the EM clip bound.
+    frequency_deviation : float
+        The noise deviation of each frequency (public).
     """
 
     frequencies: np.ndarray
     norm_cap: float
+    frequency_deviation: float = 0.0
 
 
 def private_scan(backend: Backend, n_total: int, quantile: float, noise: "_Noise") -> Scan:
@@ -171,8 +174,9 @@ def private_scan(backend: Backend, n_total: int, quantile: float, noise: "_Noise
     noisy = noise.add("scan", raw, scalable.SCAN_SENSITIVITY,
                       note="[Σ_n x_n/l_n, histogram ‖x_n‖₂] on every word: working vocabulary and EM clip bound")
     d = raw.size - (len(edges) - 1)
-    return Scan(noisy[:d] / n_total, scalable.quantile_from_histogram(
-        noisy[d:], edges, quantile, noise.sigma("scan", scalable.SCAN_SENSITIVITY)))
+    sigma = noise.sigma("scan", scalable.SCAN_SENSITIVITY)
+    return Scan(noisy[:d] / n_total, scalable.quantile_from_histogram(noisy[d:], edges, quantile, sigma),
+                sigma / n_total)
 
 
 def _orthonormal(rng: np.random.Generator, n: int, p: int) -> np.ndarray:
@@ -956,7 +960,8 @@ def _working_vocabulary(backend: Backend, scan: Scan | None, h: int, d: int):
 def _spectral_scales(scan: Scan | None, columns: np.ndarray, power: float) -> np.ndarray | None:
     """The spectral stage's word scales over the working ``columns`` from the scan's released frequencies
     (:func:`~distdp.lda.private.scalable.spectral_word_scales`); None without a scan or with ``power`` 0."""
-    return None if scan is None else scalable.spectral_word_scales(scan.frequencies[columns], power)
+    return None if scan is None else scalable.spectral_word_scales(scan.frequencies[columns], power,
+                                                                    scan.frequency_deviation)
 
 
 def _restart_gate(r: Refinement, d: int, params: SpectralParams, config: scalable.PrivateSpectralConfig,

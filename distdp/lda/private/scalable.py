@@ -101,7 +101,8 @@ __all__ = [
     "SCAN_SENSITIVITY", "WORD_SCALE_POWER",
     "count_norms", "working_columns", "working_share", "embed_topics", "threshold_noisy", "threshold_note", "unmix_weights", "tail_statistics",
     "tail_sensitivities", "UNMIX_SHARPEN", "pass_weights", "pass_norms", "unmix_pass_statistics", "unmix_topics",
-    "word_scales", "SPECTRAL_WORD_SCALE_POWER", "spectral_word_scales",
+    "word_scales", "SPECTRAL_WORD_SCALE_POWER", "SPECTRAL_SCALE_FLOOR",
+    "spectral_word_scales",
     "UnmixedTopics", "MIXTURE_FLOOR", "mixture_topics", "unmix_diagonal", "ALIGN_MAX_NOISE", "ALIGN_MAX_CONDITION",
     "align_mixing", "combine_unmixed",
 ]
@@ -134,6 +135,8 @@ SCAN_SENSITIVITY = 2.0
 WORD_SCALE_POWER = 1.0 / 3.0
 #: Power p of the spectral stage's word scales ``s_w ∝ f̂_w^(-p)`` (:func:`spectral_word_scales`); 0: none.
 SPECTRAL_WORD_SCALE_POWER = 0.25
+#: Least frequency of :func:`spectral_word_scales`, as a fraction of the largest.
+SPECTRAL_SCALE_FLOOR = 1e-3
 
 #: Power p of an unmixing pass's document weights ``g_n = θ̂_n^p/‖θ̂_n^p‖₂`` (:func:`unmix_pass_statistics`).
 UNMIX_SHARPEN = 2.0
@@ -715,21 +718,24 @@ def unmix_weights(norms: np.ndarray, lengths: np.ndarray, norm_cap: float,
     return np.where(q > 0, np.minimum(c / np.where(q > 0, q, 1.0), c * c / np.where(r > 0, r, 1.0)), 0.0)
 
 
-def spectral_word_scales(frequencies: np.ndarray, power: float = SPECTRAL_WORD_SCALE_POWER) -> np.ndarray | None:
+def spectral_word_scales(frequencies: np.ndarray, power: float = SPECTRAL_WORD_SCALE_POWER,
+                         noise: float = 0.0) -> np.ndarray | None:
     """Word scales ``s_w = f̂_w^(-p) / max_v f̂_v^(-p)`` of the private spectral stage (None when ``power`` is 0).
 
-    ``f̂``: the scan's released frequencies over the working words (post-processing), floored at a
-    millionth of the largest. Whitening ``S M2 S`` instead of ``M2`` (``S = diag(s)``) has the same
-    topics (``S μ_i``, mapped back by ``S⁻¹``), but the words every topic shares — the frequent ones
-    of real text — weigh less in each document's clipped ``m2_n`` and in the released sum, whose
-    noise is isotropic: the topics' differences, which set σ_k, live on rarer words. Scaled so the
-    largest is 1: the scaled documents' norms stay below the unscaled ones (the clip's histogram grid
-    holds them).
+    ``f̂``: the scan's released frequencies over the working words (post-processing), floored at
+    their noise deviation ``noise`` and at :data:`SPECTRAL_SCALE_FLOOR` of the largest: a word whose
+    frequency the noise hides is not weighted as if it were rarer still, and the scales span at most
+    ``SPECTRAL_SCALE_FLOOR^(-p)``. Whitening ``S M2 S`` instead of ``M2`` (``S = diag(s)``) has the
+    same topics (``S μ_i``, mapped back by ``S⁻¹``), but the words every topic shares — the frequent
+    ones of real text — weigh less in each document's clipped ``m2_n`` and in the released sum,
+    whose noise is isotropic: the topics' differences, which set σ_k, live on rarer words. Scaled so
+    the largest is 1: the scaled documents' norms stay below the unscaled ones (the clip's histogram
+    grid holds them).
     """
     if power == 0:
         return None
     f = np.asarray(frequencies, dtype=np.float64)
-    f = np.maximum(f, max(float(f.max()), 1e-300) * 1e-6)
+    f = np.maximum(f, max(SPECTRAL_SCALE_FLOOR * float(f.max()), float(noise), 1e-300))
     s = f ** -power
     return s / s.max()
 

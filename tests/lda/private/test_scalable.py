@@ -549,7 +549,10 @@ def test_spectral_word_scales():
     s = lda_private.spectral_word_scales(f, 0.25)
     assert s.max() == 1.0 and s[0] < s[1] < s[2] < s[3] == s[4]          # frequent words weigh less; ≤ 1
     np.testing.assert_allclose(s[:3] / s[2], (f[:3] / 0.01) ** -0.25)
-    assert s[3] == pytest.approx((0.5e-6 / 0.01) ** -0.25 * s[2])          # floored at 1e-6 of the largest
+    assert s[3] == pytest.approx((0.5e-3 / 0.01) ** -0.25 * s[2])          # floored at 1e-3 of the largest
+    # ... and at the frequencies' noise deviation: words it hides weigh alike
+    t = lda_private.spectral_word_scales(f, 0.25, noise=0.02)
+    assert t[2] == t[3] == t[4] == 1.0 and t[1] < 1.0
     assert lda_private.spectral_word_scales(f, 0.0) is None
 
 
