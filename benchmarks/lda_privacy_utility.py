@@ -29,6 +29,11 @@ configuration 2 with a guarantee, its bounds declared from the generating
 model (``DeclaredBounds.from_model``, margin 2: what a user with a public model
 of the corpus could declare) and checked by the private test.
 
+Part ``text`` (issue 43): the default part's fits on corpora shaped like text: ``bg0.3`` / ``bg0.5``
+(every topic 70% / 50% its own Dirichlet(0.1) draw and the rest one Zipf-law background shared by
+all topics; background 0 is the default part's corpus) and ``semireal`` (documents drawn from the
+topics and α fitted without privacy to ``reuters``, d = 4,258, k = 10, its mean length 213).
+
 Each N has ``--runs`` (2) corpus draws, run r's fits with noise seeds 1000·r + 10ε, and the
 rows are their medians; the scalable part has one draw at N = 10⁶ (its fits there are far from the
 non-private fit's; the default part's, the target's, have both). ``--only-runs 1`` adds or
@@ -39,8 +44,9 @@ the same shard code and coordinator as Ray). Noise is seeded (reproducible
 experiment: every fit reports "not private"). A fit whose noisy M2 has
 σ_k ≤ 0 fails; it is scored as L1 = 2 (the maximum) and counted.
 
-Run: ``.venv/bin/python benchmarks/lda_privacy_utility.py [--part scalable|default|dense|all] [--runs 2]
-[--n 1000000] [--eps 2 4 8] [--only-runs 1] [--default whitened+unmix] [--scalable whitened+mf]``
+Run: ``.venv/bin/python benchmarks/lda_privacy_utility.py [--part scalable|default|dense|text|all] [--runs 2]
+[--n 1000000] [--eps 2 4 8] [--only-runs 1] [--default whitened+unmix] [--scalable whitened+mf]
+[--shapes bg0.3 bg0.5 semireal] [--text-fits whitened+unmix]``
 (``--n``/``--eps``/``--only-runs``/``--default``/``--scalable`` recompute only those rows and keep the rest).
 Writes ``benchmarks/results/lda_privacy_utility.{json,png}``.
 """
@@ -68,19 +74,51 @@ OUT = Path(__file__).resolve().parent / "results"
 SCALABLE = {"d": 5000, "k": 10, "N": [10_000, 100_000, 1_000_000]}
 DENSE = {"d": 100, "k": 5, "N": [10_000, 100_000]}
 DEFAULT_FITS = ["whitened+unmix", "whitened+em", "whitened+unmix+auto"]
+#: The text part (issue 43): text-like corpora (shared Zipf-law background) and topics fitted to real text.
+TEXT_SHAPES = ["bg0.3", "bg0.5", "semireal"]    # background 0: the default part's rows
+TEXT_FITS = ["whitened+unmix", "whitened+em"]
 SCALABLE_FITS = ["whitened", "power", "whitened+mf"]
 DENSE_MECHS = ["config1", "config1-paper", "config2", "config2-declared", "config3", "config4", "agn", "avn"]
 #: The generating model of each backend's corpus (config2-declared declares its bounds from it).
 _TRUTH: dict = {}
 
 
-def corpus(n, d, k, seed):
-    c = sample_corpus(n, d, k, np.random.default_rng([seed, n, d]), alpha0=1.0, doc_length=100.0)
+def corpus(n, d, k, seed, shape="dirichlet"):
+    """Draw ``seed`` of a corpus of ``n`` documents: ``dirichlet`` topics (the papers'), ``bg<w>`` (text-like:
+    a share w of every topic's mass on a shared Zipf-law background), or ``semireal`` (the topics and α of
+    :func:`semireal_model`)."""
+    rng = np.random.default_rng([seed, n, d])
+    if shape == "semireal":
+        tw, alpha, length = semireal_model()
+        c = sample_corpus(n, tw.shape[1], tw.shape[0], rng, doc_length=length, topic_word=tw, alpha=alpha)
+    else:
+        bg = 0.0 if shape == "dirichlet" else float(shape[2:])
+        c = sample_corpus(n, d, k, rng, alpha0=1.0, doc_length=100.0, background=bg)
     shards = [Shard(c.counts[idx]) for idx in np.array_split(np.arange(n), 2)]
     be = LocalBackend(shards)
     _TRUTH.clear()
     _TRUTH[id(be)] = c
     return c, be
+
+
+_SEMIREAL: list = []
+
+
+def semireal_model():
+    """``(topic_word, α, mean length)`` fitted to ``reuters`` (395 real articles, d = 4,258; k = 10) without
+    privacy (spectral + 20 EM iterations, α learned): the generator of the ``semireal`` corpora."""
+    if not _SEMIREAL:
+        import runpy
+
+        from distdp import api
+
+        X, vocab, _, k = runpy.run_path(str(Path(__file__).resolve().parent / "refine_quality.py"))["load"]("reuters")
+        m = api.fit_lda(X, k, backend="local", seed=0, progress=False, refine=20, vocab=vocab, refiner="em",
+                        coherence=False)
+        beta = np.maximum(m.topic_word, 0.0)
+        _SEMIREAL.append((beta / beta.sum(axis=1, keepdims=True), np.asarray(m.alpha),
+                          float(np.asarray(X.sum(axis=1)).mean())))
+    return _SEMIREAL[0]
 
 
 def score(topic_word, truth):
@@ -148,17 +186,19 @@ def run_part(spec, mechs, fitters, runs, rows, accountings=("tight", "basic"), b
     ``runs`` corpus draws per N (``large_runs`` at N = 10⁶, see :func:`run_ids`). The non-private
     baselines of an (N, run) already in ``rows`` are kept, not refitted.
     """
-    d, k = spec["d"], spec["k"]
+    d, k, shape = spec["d"], spec["k"], spec.get("shape", "dirichlet")
     for n in spec["N"]:
         for run in run_ids(n, runs, large_runs, only_runs):
-            c, be = corpus(n, d, k, run)
+            c, be = corpus(n, d, k, run, shape)
+            d, k = c.topic_word.shape[1], c.topic_word.shape[0]
             for baseline in baselines:
-                if any(r["d"] == d and r["N"] == n and r["run"] == run and r["mechanism"] == baseline for r in rows):
+                if any(r["d"] == d and r["N"] == n and r["run"] == run and r["mechanism"] == baseline
+                       and r.get("shape", "dirichlet") == shape for r in rows):
                     continue
                 t0 = time.perf_counter()
                 base = (fit_spectral(be, d, SpectralParams(k=k, alpha0=1.0), np.random.default_rng(run)).topic_word
                         if baseline == "non-private" else nonprivate_em(be, d, k, run))
-                rows.append({"d": d, "k": k, "N": n, "run": run, "mechanism": baseline, "accounting": "-",
+                rows.append({"shape": shape, "d": d, "k": k, "N": n, "run": run, "mechanism": baseline, "accounting": "-",
                              "epsilon": None, "l1": score(base, c.topic_word),
                              "seconds": time.perf_counter() - t0})
                 print(rows[-1], flush=True)
@@ -171,7 +211,8 @@ def run_part(spec, mechs, fitters, runs, rows, accountings=("tight", "basic"), b
                             l1, failed = score(tw, c.topic_word), False
                         except ValueError as err:
                             l1, spent, failed = 2.0, None, str(err)[:120]
-                        rows.append({"d": d, "k": k, "N": n, "run": run, "mechanism": mech, "accounting": acc,
+                        rows.append({"shape": shape, "d": d, "k": k, "N": n, "run": run, "mechanism": mech,
+                                     "accounting": acc,
                                      "epsilon": eps, "epsilon_certified": spent, "l1": l1, "failed": failed,
                                      "seconds": time.perf_counter() - t0})
                         print(rows[-1], flush=True)
@@ -182,7 +223,9 @@ def run_part(spec, mechs, fitters, runs, rows, accountings=("tight", "basic"), b
 def summarise(rows):
     out = {}
     for r in rows:
-        key = f"d={r['d']} N={r['N']} {r['mechanism']} {r['accounting']} eps={r['epsilon']}"
+        shape = r.get("shape", "dirichlet")
+        key = (f"{'' if shape == 'dirichlet' else shape + ' '}d={r['d']} N={r['N']} {r['mechanism']} "
+               f"{r['accounting']} eps={r['epsilon']}")
         out.setdefault(key, []).append(r["l1"])
     return {k: float(np.median(v)) for k, v in out.items()}
 
@@ -195,12 +238,12 @@ def plot(rows, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    groups = sorted({(r["d"], r["N"]) for r in rows})
+    groups = sorted({(r.get("shape", "dirichlet"), r["d"], r["N"]) for r in rows})
     curves = sorted({(r["mechanism"], r["accounting"]) for r in rows if r["accounting"] != "-"})
     colours = dict(zip(sorted({m for m, _ in curves}), plt.get_cmap("tab20").colors))
     fig, axes = plt.subplots(1, len(groups), figsize=(4.2 * len(groups), 4.4), squeeze=False)
-    for ax, (d, n) in zip(axes[0], groups):
-        sub = [r for r in rows if r["d"] == d and r["N"] == n]
+    for ax, (shape, d, n) in zip(axes[0], groups):
+        sub = [r for r in rows if r["d"] == d and r["N"] == n and r.get("shape", "dirichlet") == shape]
         for name, ls in (("non-private", "--"), ("non-private+em", "-.")):
             if any(r["mechanism"] == name for r in sub):
                 ax.axhline(np.median([r["l1"] for r in sub if r["mechanism"] == name]), color="k", ls=ls, label=name)
@@ -216,7 +259,7 @@ def plot(rows, path):
         ax.set_ylim(5e-3, 2.5)
         ax.set_xticks(EPS, [f"{e:g}" for e in EPS])
         ax.minorticks_off()
-        ax.set_title(f"d={d:,}, N={n:,}")
+        ax.set_title(f"{'' if shape == 'dirichlet' else shape + ', '}d={d:,}, N={n:,}", fontsize=9)
         ax.set_xlabel("ε (δ = 1e-6)")
     axes[0][0].set_ylabel("matched topic L1 (median of runs; fail = 2)")
     handles = {}
@@ -230,7 +273,11 @@ def plot(rows, path):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--part", choices=["scalable", "default", "dense", "all"], default="all")
+    ap.add_argument("--part", choices=["scalable", "default", "dense", "text", "all"], default="all")
+    ap.add_argument("--shapes", nargs="+", default=TEXT_SHAPES, help="corpora of the text part: bg<w> (a share w "
+                    "of every topic on a shared Zipf-law background) or semireal (topics fitted to reuters)")
+    ap.add_argument("--text-fits", nargs="+", choices=DEFAULT_FITS, default=TEXT_FITS,
+                    help="private fits of the text part")
     ap.add_argument("--replot", action="store_true", help="redraw the PNG from the saved JSON, fit nothing")
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--only-runs", type=int, nargs="+", help="only these runs (corpus draws; their other "
@@ -277,6 +324,15 @@ def main() -> None:
         # non-private spectral fit (the target's reference) is fitted where the scalable part has none.
         run_part(scalable, args.default, {m: default_fit for m in args.default}, args.runs, rows, ("tight",),
                  ("non-private+em", "non-private"), save, args.eps, large_runs=args.runs, only_runs=args.only_runs)
+    if args.part in ("text", "all"):
+        for shape in args.shapes:
+            spec = {**scalable, "shape": shape}
+            rows = [r for r in rows if not (r.get("shape") == shape and r["N"] in spec["N"]
+                                            and (args.only_runs is None or r["run"] in args.only_runs)
+                                            and r["mechanism"] in args.text_fits and r["epsilon"] in args.eps)]
+            run_part(spec, args.text_fits, {m: default_fit for m in args.text_fits}, args.runs, rows, ("tight",),
+                     ("non-private+em", "non-private"), save, args.eps, large_runs=args.runs,
+                     only_runs=args.only_runs)
     if args.part in ("dense", "all"):
         rows = [r for r in rows if r["d"] != DENSE["d"]]
         fitters = {**{m: dense_fit for m in DENSE_MECHS}, "whitened": scalable_fit}
