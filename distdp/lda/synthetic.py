@@ -121,8 +121,6 @@ def sample_corpus(n_docs: int, vocab_size: int, k: int, rng: np.random.Generator
         raise ValueError(f"doc_length must be ≥ 3, got {doc_length}")
     if model == "lda" and alpha0 <= 0:
         raise ValueError(f"alpha0 must be > 0 for LDA, got {alpha0}")
-    if lengths not in LENGTHS:
-        raise ValueError(f"lengths must be one of {LENGTHS}, got {lengths!r}")
     if topic_word is None:
         mu = sample_topics(k, vocab_size, rng, topic_concentration, background, zipf_exponent)
     else:
