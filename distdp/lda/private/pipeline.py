@@ -190,8 +190,7 @@ def _release_counts(backend, config, noise, n_total, scales=None):
     raw = sum_partials(backend.call("private_counts", config.length_cap, edges, edges, config.dense_whitening,
                                     scales))
     norm = "‖m2_n‖_u (unique entries)" if config.dense_whitening else "‖m2_n‖_F"
-    if scales is not None:
-        norm = norm.replace("m2_n", "S m2_n S") + f" ({SCALES_NOTE})"
+    norm = _scaled_note(norm, scales is not None)
     noisy = noise.add("counts", raw, scalable.COUNT_SENSITIVITY,
                       note=f"[n_used, Σ min(l, L)/L, histogram ‖m1_n‖, histogram {norm}]")
     n_hat = float(np.clip(noisy[0], 3.0, n_total))
@@ -249,8 +248,8 @@ def _m2_release_notes(noise, d: int, matrix_free: bool, restart: float | None = 
     probe's threshold (:func:`_whitening_dense`); ``scaled``: with word scales."""
     form = ("never formed: its noise is regenerated block by block from a secret seed for each product "
             "(mechanisms.SymmetricNoiseOperator) and its eigenpairs found by LOBPCG" if matrix_free else "dense")
-    note = (f"Σ g_n {'S m2_n S' if scaled else 'm2_n'}, {d}×{d}, {form}; symmetric noise on the unique entries, "
-            f"clipped in their norm (Analyze Gauss, Dwork et al. 2014){f'; {SCALES_NOTE}' if scaled else ''}")
+    note = _scaled_note(f"Σ g_n m2_n, {d}×{d}, {form}; symmetric noise on the unique entries, clipped in their "
+                        "norm (Analyze Gauss, Dwork et al. 2014)", scaled)
     if "m2_whitening_topup" not in noise.plan:
         return {"m2_whitening": note}
     whole = scalable.whitening_mu2(noise.plan)
@@ -443,12 +442,10 @@ def _whitening_matrix_free(backend, d, k, p, coef, n_hat, m1, m1_var, c2, sens, 
 def _whitening_products(backend, d, p, coef, n_hat, m1, m1_var, c2, sens, config, noise, rng, st, scales=None):
     """Noisy subspace iteration on ``M2``, one release per product (the power form)."""
     Q = _orthonormal(rng, d, p)
-    what = "m2_n" if scales is None else "S m2_n S"
     for i in range(config.eig_iters + 1):
         raw = sum_partials(backend.call("private_m2_product", backend.broadcast(Q), c2, False, scales))
-        e2q = noise.add("m2_whitening", raw, sens,
-                        note=f"(Σ g_n {what}) Q, Q orthonormal d×{p}; noisy power method (Hardt & Price 2014)"
-                             + ("" if scales is None else f"; {SCALES_NOTE}")) / n_hat
+        e2q = noise.add("m2_whitening", raw, sens, note=_scaled_note(
+            f"(Σ g_n m2_n) Q, Q orthonormal d×{p}; noisy power method (Hardt & Price 2014)", scales is not None)) / n_hat
         m2q = e2q - coef.a2 * np.outer(m1, m1 @ Q) + coef.a2 * m1_var * Q
         st.step("whitening", i + 1, config.eig_iters + 1)
         if i < config.eig_iters:
@@ -637,6 +634,12 @@ def fit_spectral_private(backend: Backend, vocab_size: int, params: SpectralPara
 
 #: How the ledger and the spectral stats name the whitening's word scales (fit_lda_private_scalable).
 SCALES_NOTE = "S = diag(s): word scales from the scan's released frequencies (scalable.spectral_word_scales)"
+
+
+def _scaled_note(note: str, scaled: bool) -> str:
+    """A second-moment release's ledger note, its ``m2_n`` named ``S m2_n S`` and :data:`SCALES_NOTE` added
+    when the release is of the word-scaled moment; else ``note`` unchanged."""
+    return f"{note.replace('m2_n', 'S m2_n S')}; {SCALES_NOTE}" if scaled else note
 
 
 #: Threshold ``t`` (in noise deviations) of the noisy EM statistics and unmixing solves (post-processing,
@@ -1010,7 +1013,7 @@ def fit_lda_private_scalable(backend: Backend, vocab_size: int, params: Spectral
                              config: scalable.PrivateSpectralConfig, rng: np.random.Generator,
                              ledger: PrivacyLedger, plan: dict, refinement: Refinement, *, eta: float = 0.1,
                              progress: Callable | None = None,
-                             scale_power: float = scalable.SPECTRAL_WORD_SCALE_POWER) -> PrivateLDA:
+                             scale_power: float | None = None) -> PrivateLDA:
     """Private LDA: scan, spectral fit on the working vocabulary, tail release, unmixing passes, private EM.
 
     The whitening's early rung (:func:`_splits_first_release`): before unmixing passes
@@ -1063,11 +1066,13 @@ def fit_lda_private_scalable(backend: Backend, vocab_size: int, params: Spectral
         outside the working vocabulary.
     eta : float
         EM topic-word smoothing.
-    scale_power : float
-        Power of the spectral stage's word scales from the scan (:func:`_spectral_scales`; 0: none).
+    scale_power : float, optional
+        Power of the spectral stage's word scales from the scan (:func:`_spectral_scales`; 0: none); by default
+        :data:`~distdp.lda.private.scalable.SPECTRAL_WORD_SCALE_POWER`, read when the fit runs (as the report does).
     """
     d, r = vocab_size, refinement
     h = r.working_vocab
+    scale_power = scalable.SPECTRAL_WORD_SCALE_POWER if scale_power is None else scale_power
     scan, noise = None, _Noise(plan, rng, ledger)
     if r.scan:
         n_total = int(sum(backend.call("row_count")))
