@@ -54,12 +54,12 @@ def main() -> None:
                                            n_iters=R_ITERS, accounting=mode, rng=np.random.default_rng(1000 + t),
                                            reproducible=True)
                 cos.append(float(abs(V[:, 0] @ res.eigenvectors[:, 0])))
-                report = res.privacy
+                report = res.privacy.details
             row[mode] = {"cosine": cos, "median_cosine": float(np.median(cos)),
-                         "noise_multiplier": report.noise_multiplier, "epsilon_pld": report.epsilon_pld,
-                         "epsilon_rdp": report.epsilon_rdp}
+                         "noise_multiplier": report["noise_multiplier"], "epsilon_pld": report["epsilon_pld"],
+                         "epsilon_rdp": report["epsilon_rdp"]}
             if mode == "paper":
-                row[mode]["advanced_composition_epsilon"] = report.paper["advanced_composition_epsilon"]
+                row[mode]["advanced_composition_epsilon"] = report["paper"]["advanced_composition_epsilon"]
         rows.append(row)
         t, p = row["tight"], row["paper"]
         print(f"ε = {eps:5.1f}: tight m = {t['noise_multiplier']:8.2f} |cos| median {t['median_cosine']:.3f}   "

@@ -26,6 +26,7 @@ import hashlib
 import io
 import json
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -186,8 +187,11 @@ def runs(d: Path, inp: dict) -> list[tuple[str, list[str], Path]]:
     return r
 
 
-def run_all() -> dict:
-    """Run every run in a fresh temporary directory; its fingerprints, or its exit code and stderr tail."""
+def run_all(keep: Path | None = None) -> dict:
+    """Run every run in a fresh temporary directory; its fingerprints, or its exit code and stderr tail.
+
+    With ``keep``, the outputs are copied there afterwards (to diff a report whose fingerprint changed).
+    """
     from distdp.cli import main
 
     if os.environ.get("PYTHONPATH"):  # a checkout named by PYTHONPATH: Ray's workers must import it too
@@ -215,6 +219,8 @@ def run_all() -> dict:
                 entry["stdout"] = hashlib.sha256(_scrub_text(so.getvalue()).encode()).hexdigest()
             result[name] = entry
             print(f"{name}: rc={rc} files={len(entry.get('files', {}))}", file=sys.stderr)
+        if keep is not None:
+            shutil.copytree(d, keep, dirs_exist_ok=True)
     return result
 
 
@@ -243,10 +249,11 @@ def main(argv=None) -> int:
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--out", type=Path, help="write the fingerprints of this checkout's runs here")
     g.add_argument("--compare", nargs=2, type=Path, metavar=("BEFORE", "AFTER"))
+    p.add_argument("--keep", type=Path, help="with --out: also copy every run's output files into this folder")
     a = p.parse_args(argv)
     if a.compare:
         return compare(*(json.loads(f.read_text()) for f in a.compare))
-    a.out.write_text(json.dumps(run_all(), indent=1, sort_keys=True))
+    a.out.write_text(json.dumps(run_all(a.keep), indent=1, sort_keys=True))
     return 0
 
 

@@ -67,6 +67,7 @@ from distdp.privacy.ledger import PrivacyLedger
 from distdp.lda.private import scalable as lda_private
 from distdp.lda.private.shard import PrivateShard as Shard
 from distdp.lda.synthetic import sample_corpus
+from distdp.api import ClusterOptions
 
 EPS = [0.5, 1.0, 2.0, 4.0, 8.0]
 DELTA = 1e-6
@@ -113,8 +114,8 @@ def semireal_model():
         from distdp import api
 
         X, vocab, _, k = runpy.run_path(str(Path(__file__).resolve().parent / "refine_quality.py"))["load"]("reuters")
-        m = api.fit_lda(X, k, backend="local", seed=0, progress=False, refine=20, vocab=vocab, refiner="em",
-                        coherence=False)
+        m = api.fit_lda(X, k, seed=0, progress=False, refine=20, vocab=vocab, refiner="em", coherence=False,
+                        cluster=ClusterOptions(backend="local"))
         beta = np.maximum(m.topic_word, 0.0)
         _SEMIREAL.append((beta / beta.sum(axis=1, keepdims=True), np.asarray(m.alpha),
                           float(np.asarray(X.sum(axis=1)).mean())))
@@ -162,7 +163,7 @@ def dense_fit(be, d, k, mech, eps, acc, seed):
 
     if id(be) not in _DENSE_CACHE:  # one pass per corpus; the mechanisms differ only after it
         _DENSE_CACHE.clear()
-        _DENSE_CACHE[id(be)] = sum_partials(be.call("dense_moments"))
+        _DENSE_CACHE[id(be)] = sum_partials(be.call(Shard.dense_moments))
     part = _DENSE_CACHE[id(be)]
     bounds = None
     if mech == "config2-declared":
@@ -170,7 +171,7 @@ def dense_fit(be, d, k, mech, eps, acc, seed):
         mech, bounds = "config2", lda_dense.DeclaredBounds.from_model(truth.topic_word, truth.alpha, margin=2.0)
     res = lda_dense.fit_dense(part, k, 1.0, mech, epsilon=eps, delta=DELTA, rng=np.random.default_rng(seed),
                               reproducible=True, accounting="tight" if acc == "tight" else "paper",
-                              n_docs=sum(be.call("row_count")), declared_bounds=bounds)
+                              n_docs=sum(be.call(Shard.row_count)), declared_bounds=bounds)
     return res.topic_word, res.ledger.epsilon(DELTA)
 
 

@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from distdp.api import ClusterOptions
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "out"
@@ -80,7 +81,7 @@ def run_one(config: str, corpus: str) -> dict:
         import distdp
 
         if config == "distdp-local":
-            m = distdp.fit_lda(path, k, backend="local", seed=0, progress=False, refiner="em")
+            m = distdp.fit_lda(path, k, seed=0, progress=False, refiner="em", cluster=ClusterOptions(backend="local"))
             ray_start, extra = 0.0, 0
         else:
             import ray
@@ -97,7 +98,7 @@ def run_one(config: str, corpus: str) -> dict:
                 ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
                 workers = int(config.split("-")[1][0])
             ray_start = time.perf_counter() - t
-            m = distdp.fit_lda(path, k, workers=workers, seed=0, progress=False, refiner="em")
+            m = distdp.fit_lda(path, k, seed=0, progress=False, refiner="em", cluster=ClusterOptions(workers=workers))
             extra = sum(m.info["resources"]["actor_peak_rss_bytes"])
             ray.shutdown()
             if config == "distdp-2nodes":

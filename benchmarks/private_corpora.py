@@ -28,6 +28,7 @@ import numpy as np
 from distdp import api, lda
 from distdp.lda.private import scalable as lda_private
 from distdp.lda.synthetic import sample_corpus
+from distdp.api import ClusterOptions, PrivacyOptions
 
 OUT = Path(__file__).resolve().parent / "results" / "private_corpora.json"
 BASE = {"N": 100_000, "d": 2000, "k": 10, "alpha0": 1.0, "doc_length": 100.0, "topic_concentration": 0.1}
@@ -42,8 +43,9 @@ DELTA = 1e-6
 def fit_row(counts, spec: dict, truth: np.ndarray, eps: float) -> dict:
     """One private default fit: its L1 (or the error's name) and the whitening's top-up record."""
     try:
-        m = api.fit_lda(counts, spec["k"], backend="local", alpha0=spec["alpha0"], progress=False, coherence=False,
-                        epsilon=eps, delta=DELTA, seed=0, reproducible=True)
+        m = api.fit_lda(counts, spec["k"], alpha0=spec["alpha0"], progress=False, coherence=False, seed=0,
+                        privacy=PrivacyOptions(epsilon=eps, delta=DELTA, reproducible=True),
+                        cluster=ClusterOptions(backend="local"))
     except ValueError as err:
         return {"l1": type(err).__name__}
     return {"l1": float(lda.matched_l1(m.topic_word, truth)[0]), "whitening_topup": m.info["corpus"].get("whitening_topup")}

@@ -24,6 +24,7 @@ import numpy as np
 
 from distdp import api, lda
 from distdp.lda.synthetic import sample_corpus
+from distdp.api import ClusterOptions, PrivacyOptions
 
 OUT = Path(__file__).resolve().parent / "results" / "private_large_k.json"
 N, D, K, ALPHA0, LENGTH = 200_000, 10_000, 50, 1.0, 150.0
@@ -38,8 +39,9 @@ def fit_row(counts, truth: np.ndarray, eps: float, extra: dict) -> dict:
     """One private fit: its L1, working vocabulary and whitening form, or the check that stopped it."""
     t0 = time.time()
     try:
-        m = api.fit_lda(counts, K, backend="local", alpha0=ALPHA0, progress=False, coherence=False,
-                        epsilon=eps, delta=DELTA, seed=0, reproducible=True, **extra)
+        m = api.fit_lda(counts, K, alpha0=ALPHA0, progress=False, coherence=False, seed=0,
+                        privacy=PrivacyOptions(epsilon=eps, delta=DELTA, reproducible=True, **extra),
+                        cluster=ClusterOptions(backend="local"))
     except ValueError as err:
         return {"l1": None, "failed": str(err).split(". Use")[0], "seconds": time.time() - t0}
     return {"l1": float(lda.matched_l1(m.topic_word, truth)[0]), "working_vocab": m.info["parameters"]["working_vocab"],
@@ -49,8 +51,8 @@ def fit_row(counts, truth: np.ndarray, eps: float, extra: dict) -> dict:
 def main() -> None:
     c = sample_corpus(N, D, K, np.random.default_rng(5), alpha0=ALPHA0, doc_length=LENGTH)
     t0 = time.time()
-    base = api.fit_lda(c.counts, K, backend="local", alpha0=ALPHA0, progress=False, coherence=False, seed=0,
-                      refiner="em")
+    base = api.fit_lda(c.counts, K, alpha0=ALPHA0, progress=False, coherence=False, seed=0, refiner="em",
+                       cluster=ClusterOptions(backend="local"))
     rows = [{"fit": "non-private spectral", "epsilon": None,
              "l1": float(lda.matched_l1(base.topic_word, c.topic_word)[0]), "seconds": time.time() - t0}]
     print(f"non-private spectral: L1 {rows[0]['l1']:.4f}", flush=True)

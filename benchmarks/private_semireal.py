@@ -23,6 +23,7 @@ import numpy as np
 
 from distdp import api, lda
 from distdp.lda.synthetic import sample_corpus
+from distdp.api import ClusterOptions, PrivacyOptions
 
 HERE = Path(__file__).resolve().parent
 DELTA, N = 1e-6, 200_000
@@ -34,7 +35,8 @@ def main() -> None:
     ap.add_argument("--eps", type=float, nargs="+", default=[2.0, 8.0])
     args = ap.parse_args()
     X, vocab, _, k = runpy.run_path(str(HERE / "refine_quality.py"))["load"]("reuters")
-    real = api.fit_lda(X, k, backend="local", seed=0, progress=False, refine=20, vocab=vocab, refiner="em")
+    real = api.fit_lda(X, k, seed=0, progress=False, refine=20, vocab=vocab, refiner="em",
+                       cluster=ClusterOptions(backend="local"))
     beta = np.maximum(real.topic_word, 0)
     beta /= beta.sum(axis=1, keepdims=True)
     length = float(np.asarray(X.sum(axis=1)).mean())
@@ -46,11 +48,12 @@ def main() -> None:
             t0 = time.perf_counter()
             row = {"method": method, "epsilon": eps}
             try:
-                m = api.fit_lda(c.counts, k, backend="local", epsilon=eps, delta=DELTA, seed=int(eps),
-                                reproducible=True, progress=False, refine=refine, coherence=False)
+                m = api.fit_lda(c.counts, k, seed=int(eps), progress=False, refine=refine, coherence=False,
+                                privacy=PrivacyOptions(epsilon=eps, delta=DELTA, reproducible=True),
+                                cluster=ClusterOptions(backend="local"))
                 row["l1"] = float(lda.matched_l1(m.topic_word, c.topic_word)[0])
                 named = lda.LDAModel(m.topic_word, m.alpha, 0.0, "lda", vocab, {})
-                row["npmi_reuters"] = float(api.coherence(named, X, backend="local")["mean"])
+                row["npmi_reuters"] = float(api.coherence(named, X, cluster=ClusterOptions(backend="local"))["mean"])
             except ValueError as err:  # "the privacy budget cannot be met"
                 row["failed"] = str(err)[:160]
             rows.append({**row, "seconds": time.perf_counter() - t0})

@@ -22,6 +22,7 @@ import numpy as np
 
 from distdp import api, lda
 from distdp.lda.synthetic import sample_corpus
+from distdp.api import ClusterOptions, PrivacyOptions
 
 OUT = Path(__file__).resolve().parent / "results" / "private_stm.json"
 #: (documents, vocabulary, topics, mean length, topic concentration, noise seeds)
@@ -34,8 +35,8 @@ DELTA = 1e-6
 def l1_or_failure(counts, k, truth, **kwargs):
     """Matched L1 of a fit, or the name of the error of one that cannot be met."""
     try:
-        return lda.matched_l1(api.fit_lda(counts, k, backend="local", model="stm", progress=False,
-                                          coherence=False, **kwargs).topic_word, truth)[0]
+        return lda.matched_l1(api.fit_lda(counts, k, model="stm", progress=False, coherence=False, **kwargs,
+                                          cluster=ClusterOptions(backend="local")).topic_word, truth)[0]
     except ValueError as err:
         return type(err).__name__
 
@@ -49,8 +50,9 @@ def main() -> None:
         print(rows[-1], flush=True)
         for eps in EPS:
             for unmix in (0, None):     # None: the default's passes (private_fit.DEFAULT_UNMIX)
-                l1 = [l1_or_failure(c.counts, k, c.topic_word, epsilon=eps, delta=DELTA, seed=s, reproducible=True,
-                                    unmix=unmix) for s in range(seeds)]
+                l1 = [l1_or_failure(c.counts, k, c.topic_word, seed=s,
+                                    privacy=PrivacyOptions(epsilon=eps, delta=DELTA, reproducible=True, unmix=unmix))
+                      for s in range(seeds)]
                 rows.append({**spec, "fit": "private, spectral alone" if unmix == 0 else "private default",
                              "epsilon": eps, "delta": DELTA, "noise_seeds": seeds, "l1": l1})
                 print(rows[-1], flush=True)

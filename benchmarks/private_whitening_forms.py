@@ -27,6 +27,7 @@ import numpy as np
 
 from distdp import api, lda
 from distdp.lda.synthetic import sample_corpus
+from distdp.api import ClusterOptions, PrivacyOptions
 
 OUT = Path(__file__).resolve().parent / "results" / "private_whitening_forms.json"
 N, D, K, ALPHA0, LENGTH = 200_000, 10_000, 10, 1.0, 150.0
@@ -41,7 +42,8 @@ def fit_row(counts, truth: np.ndarray, **kwargs) -> dict:
     t0 = time.time()
     row: dict = {}
     try:
-        m = api.fit_lda(counts, K, backend="local", alpha0=ALPHA0, progress=False, coherence=False, seed=0, **kwargs)
+        m = api.fit_lda(counts, K, alpha0=ALPHA0, progress=False, coherence=False, seed=0, **kwargs,
+                        cluster=ClusterOptions(backend="local"))
         row.update(l1=float(lda.matched_l1(m.topic_word, truth)[0]), whitening=m.info["corpus"].get("whitening"))
     except ValueError as err:
         row.update(l1=None, failed=str(err).split(". ")[0])
@@ -57,8 +59,8 @@ def main() -> None:
     print(f"non-private: L1 {rows[0]['l1']:.4f}, {rows[0]['seconds']:.0f} s, {rows[0]['peak_mib']:.0f} MiB", flush=True)
     for eps in EPS:
         for form in FORMS:
-            r = fit_row(c.counts, c.topic_word, epsilon=eps, delta=DELTA, reproducible=True, refine=0, unmix=0,
-                        whitening=form)
+            r = fit_row(c.counts, c.topic_word, refine=0,
+                        privacy=PrivacyOptions(epsilon=eps, delta=DELTA, reproducible=True, unmix=0, whitening=form))
             rows.append({"fit": form, "epsilon": eps, **r})
             res = f"L1 {r['l1']:.4f} ({r['whitening']})" if r["l1"] is not None else f"failed: {r['failed']}"
             print(f"ε = {eps:g}, {form}: {res}, {r['seconds']:.0f} s, {r['peak_mib']:.0f} MiB", flush=True)

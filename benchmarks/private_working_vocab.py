@@ -30,6 +30,7 @@ import numpy as np
 
 from distdp import api, lda
 from distdp.lda.synthetic import sample_corpus
+from distdp.api import ClusterOptions, PrivacyOptions
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "results" / "private_working_vocab.json"
@@ -41,7 +42,8 @@ GRID = [("reuters", 1.0, 1), ("reuters", 2.0, 1), ("reuters", 4.0, 1), ("reuters
 def real_topics(source: str):
     """(topics fitted on ``source`` by 20 variational EM iterations, k)."""
     X, vocab, _, k = runpy.run_path(str(HERE / "refine_quality.py"))["load"](source)
-    real = api.fit_lda(X, k, backend="local", seed=0, progress=False, refine=20, vocab=vocab, refiner="em")
+    real = api.fit_lda(X, k, seed=0, progress=False, refine=20, vocab=vocab, refiner="em",
+                       cluster=ClusterOptions(backend="local"))
     beta = np.maximum(real.topic_word, 0)
     return beta / beta.sum(axis=1, keepdims=True), k
 
@@ -50,8 +52,10 @@ def fit_row(counts, truth, k: int, eps: float, seed: int, auto: bool) -> dict:
     """One reproducible private fit, default or ``working_vocab="auto"``: L1, the restart's record and the
     whitening's ratios (``first_release_ratio`` is None where the early rung was the whole whitening)."""
     t0 = time.perf_counter()
-    m = api.fit_lda(counts, k, backend="local", epsilon=eps, delta=DELTA, seed=seed, reproducible=True,
-                    progress=False, coherence=False, working_vocab="auto" if auto else None)
+    m = api.fit_lda(counts, k, seed=seed, progress=False, coherence=False,
+                    privacy=PrivacyOptions(epsilon=eps, delta=DELTA, reproducible=True,
+                                           working_vocab="auto" if auto else None),
+                    cluster=ClusterOptions(backend="local"))
     restart = m.info["corpus"].get("working_vocab_restart") or {}
     return {"l1": float(lda.matched_l1(m.topic_word, truth)[0]), "probe_ratio": restart.get("probe_ratio"),
             "restarted": restart.get("made"),

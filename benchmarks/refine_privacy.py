@@ -35,6 +35,7 @@ import numpy as np
 
 from distdp import api, lda
 from distdp.lda.synthetic import sample_corpus
+from distdp.api import ClusterOptions, PrivacyOptions
 
 HERE = Path(__file__).resolve().parent
 EPS = [2.0, 4.0, 8.0, 16.0, 32.0]
@@ -51,14 +52,15 @@ def corpora():
 
 
 def one(X, k, eps, refine, unmix, seed):
-    return api.fit_lda(X, k, backend="local", epsilon=eps, delta=DELTA, refine=refine, unmix=unmix, seed=seed,
-                       reproducible=True, progress=False, coherence=False)
+    return api.fit_lda(X, k, refine=refine, seed=seed, progress=False, coherence=False,
+                       privacy=PrivacyOptions(epsilon=eps, delta=DELTA, unmix=unmix, reproducible=True),
+                       cluster=ClusterOptions(backend="local"))
 
 
 def main() -> None:
     rows = []
     for name, X, k, truth in corpora():
-        base = api.fit_lda(X, k, backend="local", seed=0, progress=False, refiner="em")
+        base = api.fit_lda(X, k, seed=0, progress=False, refiner="em", cluster=ClusterOptions(backend="local"))
         rows.append({"corpus": name, "method": "non-private spectral", "epsilon": None,
                      "npmi": base.info["coherence"]["mean"],
                      "l1": None if truth is None else float(lda.matched_l1(base.topic_word, truth)[0])})
@@ -69,7 +71,7 @@ def main() -> None:
                 row = {"corpus": name, "method": method, "epsilon": eps}
                 try:
                     m = one(X, k, eps, refine, unmix, int(eps * 10))
-                    row["npmi"] = float(api.coherence(m, X, backend="local")["mean"])
+                    row["npmi"] = float(api.coherence(m, X, cluster=ClusterOptions(backend="local"))["mean"])
                     row["l1"] = None if truth is None else float(lda.matched_l1(m.topic_word, truth)[0])
                     row["epsilon_certified"] = m.info["privacy"]["epsilon"]
                     row.update({p: m.info["parameters"][p] for p in ("refine", "unmix", "refine_budget")})

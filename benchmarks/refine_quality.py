@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
+from distdp.api import ClusterOptions
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -90,8 +91,8 @@ def run_distdp(X, k, refine):
     import distdp
 
     t = time.perf_counter()
-    m = distdp.fit_lda(X, k, backend="local", seed=0, progress=False, refine=refine, coherence=False,
-                       refiner="em")
+    m = distdp.fit_lda(X, k, seed=0, progress=False, refine=refine, coherence=False, refiner="em",
+                       cluster=ClusterOptions(backend="local"))
     return m.topic_word, time.perf_counter() - t
 
 

@@ -42,6 +42,7 @@ from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
+from distdp.api import ClusterOptions
 
 HERE = Path(__file__).resolve().parent
 OUT, RESULTS = HERE / "out", HERE / "results"
@@ -217,8 +218,8 @@ def run_fit(path: Path, k: int, workers: int, backend: str) -> dict:
     mon = MemoryMonitor()
     mon.start()
     t0 = time.perf_counter()
-    model = distdp.fit_lda(str(path), k, alpha0=ALPHA0, vocab_size=int(truth_d(path)), backend=backend, workers=workers, seed=0, refine=0,
-                           coherence=False, progress=False)
+    model = distdp.fit_lda(str(path), k, alpha0=ALPHA0, vocab_size=int(truth_d(path)), seed=0, refine=0,
+                           coherence=False, progress=False, cluster=ClusterOptions(backend=backend, workers=workers))
     wall = time.perf_counter() - t0
     mem = mon.report()
     mon.stop.set()

@@ -20,9 +20,9 @@ __version__ = "0.1.0"
 #: Each public name and the module that defines it, imported on first access.
 _EXPORTS = {
     "SpectralLDA": "distdp.estimator",
-    "PrivacyOptions": "distdp.estimator",
-    "SolverOptions": "distdp.estimator",
-    "ClusterOptions": "distdp.estimator",
+    "PrivacyOptions": "distdp.lda.private.options",
+    "SolverOptions": "distdp.lda.options",
+    "ClusterOptions": "distdp.api",
     "fit_lda": "distdp.api",
     "transform": "distdp.api",
     "coherence": "distdp.api",

@@ -23,8 +23,70 @@ import scipy.sparse as sp
 from distdp.io import corpus as cio
 from distdp.io.atomic import atomic_directory, atomic_file, check_output_dir, local_output
 from distdp.lda import LDAModel, metrics, pipeline
+from distdp.lda.options import InvalidParameterError, SolverOptions, check_int, check_real
+from distdp.lda.private.options import PrivacyOptions
 from distdp.lda.shard import Shard
+from distdp.privacy.neighbours import REPLACE_ONE_DOCUMENT
+from distdp.privacy.report import PrivacyReport
 from distdp.progress import progress_bar
+
+__all__ = ["ClusterOptions", "OpenCorpus", "PrivacyOptions", "SolverOptions", "TopicMixtures", "coherence", "export",
+           "fit_lda", "open_corpus", "transform"]
+
+BACKENDS = ("auto", "ray", "local")
+
+
+@dataclass(frozen=True)
+class ClusterOptions:
+    """Where the corpus's shards are read and the passes run.
+
+    Taken as ``cluster=`` by :func:`fit_lda`, :func:`transform`,
+    :func:`coherence`, :func:`export`, :func:`open_corpus` and
+    :class:`distdp.SpectralLDA`.
+
+    Parameters
+    ----------
+    backend : {'auto', 'ray', 'local'}, default='auto'
+        ``local``: the shards live in this process, no Ray (the same numbers);
+        ``ray``: in Ray actors; ``auto``: ``local`` for a corpus of at most
+        :data:`AUTO_LOCAL_MAX_NONZEROS` stored counts when no ``address`` is
+        given and Ray is not already running in this process, else ``ray``
+        (:func:`auto_backend`).
+    address : str, optional
+        Address of an existing Ray cluster (default: start or reuse a local
+        instance).
+    workers : int, optional
+        Shards (Ray actors, or in-process shards with ``local``); default: the
+        CPUs Ray sees (at most one per row group), one shard in process.
+    cpus_per_worker : float, optional
+        CPUs each Ray actor reserves (default 1, less if ``workers`` exceeds
+        the CPUs).
+
+    Raises
+    ------
+    InvalidParameterError
+        A field of the wrong type or out of range, naming the field.
+    """
+
+    backend: str = "auto"
+    address: str | None = None
+    workers: int | None = None
+    cpus_per_worker: float | None = None
+
+    def __post_init__(self):
+        if self.backend not in BACKENDS:
+            raise InvalidParameterError(f"ClusterOptions.backend must be one of {BACKENDS}, got {self.backend!r}")
+        if self.address is not None and not isinstance(self.address, str):
+            raise InvalidParameterError(f"ClusterOptions.address must be a string or None, got {self.address!r}")
+        check_int("ClusterOptions.workers", self.workers, 1)
+        check_real("ClusterOptions.cpus_per_worker", self.cpus_per_worker)
+
+
+def _option(name: str, value, cls: type):
+    """``value`` if it is a ``cls`` or None; else an error naming ``name``."""
+    if value is None or isinstance(value, cls):
+        return value
+    raise InvalidParameterError(f"{name} must be a {cls.__name__} or None, got {type(value).__name__}")
 
 def _split_rows(counts: sp.csr_matrix, n: int) -> list[sp.csr_matrix]:
     bounds = np.linspace(0, counts.shape[0], max(1, min(n, counts.shape[0])) + 1).astype(int)
@@ -80,16 +142,18 @@ def auto_backend(address: str | None, nonzeros: int) -> str:
 
 
 @contextlib.contextmanager
-def open_corpus(corpus, *, vocab=None, vocab_size: int | None = None, workers: int | None = None,
-                backend: str = "auto", address: str | None = None, cpus_per_worker: float | None = None,
+def open_corpus(corpus, *, vocab=None, vocab_size: int | None = None, cluster: ClusterOptions | None = None,
                 with_doc_ids: bool = False, shard_class: type = Shard):
     """Read a corpus into shards (in process or in Ray actors); stop the actors on exit.
 
-    Parameters are those of :func:`fit_lda`; ``backend="auto"`` is settled by :func:`auto_backend` on the
-    matrix's nonzeros or the parquet metadata's value counts (no data read). ``shard_class`` is the class
-    holding each shard (:class:`distdp.lda.private.shard.PrivateShard` for a private fit). Yields an
-    :class:`OpenCorpus`.
+    ``corpus``, ``vocab`` and ``vocab_size`` are those of :func:`fit_lda`; ``cluster`` says where the shards
+    live (:class:`ClusterOptions`; its backend ``auto`` is settled by :func:`auto_backend` on the matrix's
+    nonzeros or the parquet metadata's value counts, no data read). ``shard_class`` is the class holding each
+    shard (:class:`distdp.lda.private.shard.PrivateShard` for a private fit). Yields an :class:`OpenCorpus`.
     """
+    cluster = _option("cluster", cluster, ClusterOptions) or ClusterOptions()
+    workers, backend, address, cpus_per_worker = (cluster.workers, cluster.backend, cluster.address,
+                                                  cluster.cpus_per_worker)
     t0 = time.perf_counter()
     words = None
     if vocab is not None and not isinstance(vocab, (str, Path)):
@@ -124,7 +188,7 @@ def open_corpus(corpus, *, vocab=None, vocab_size: int | None = None, workers: i
             groups = cio.partition(units, n)
             shards = [shard_class(cio.read_units(g, d), cio.read_doc_ids(g) if with_doc_ids else None) for g in groups]
         be = pipeline.LocalBackend(shards)
-    elif backend == "ray":
+    else:                                                   # "ray" (ClusterOptions checked the name)
         import ray
 
         from distdp.distributed import RayBackend, ensure_ray
@@ -144,8 +208,6 @@ def open_corpus(corpus, *, vocab=None, vocab_size: int | None = None, workers: i
         else:
             be = rb = RayBackend(cio.partition(units, workers), d, shard_class, cpus_per_worker,
                                  with_doc_ids=with_doc_ids)
-    else:
-        raise ValueError(f"backend must be 'auto', 'ray' or 'local', got {backend!r}")
     oc = OpenCorpus(be, rb, d, words, "in-memory matrix" if in_memory else str(corpus), time.perf_counter() - t0)
     try:
         yield oc
@@ -153,16 +215,11 @@ def open_corpus(corpus, *, vocab=None, vocab_size: int | None = None, workers: i
         oc.close()
 
 
-def fit_lda(corpus, k: int, *, alpha0: float | None = None, model: str = "lda", vocab=None,
-            vocab_size: int | None = None, workers: int | None = None, backend: str = "auto",
-            address: str | None = None, seed: int | None = None, refine: int | None = None, eta: float | None = None,
-            coherence: bool = True, out: str | Path | None = None, overwrite: bool = False,
-            progress: bool = True, cpus_per_worker: float | None = None, epsilon: float | None = None,
-            delta: float | None = None, mechanism: str = "auto", refine_budget: float | None = None,
-            length_cap: int = 100, reproducible: bool = False, public_corpus=None,
-            working_vocab: int | str | None = None, unmix: int | None = None, declared_bounds=None,
-            whitening: str | None = None, vocab_public: bool = False, refiner: str | None = None,
-            **solver) -> LDAModel:
+def fit_lda(corpus, k: int, *, alpha0: float | None = None, model: str = "lda", refine: int | None = None,
+            refiner: str | None = None, eta: float | None = None, vocab=None, vocab_size: int | None = None,
+            seed: int | None = None, coherence: bool = True, out: str | Path | None = None, overwrite: bool = False,
+            progress: bool = True, privacy: PrivacyOptions | None = None, solver: SolverOptions | None = None,
+            cluster: ClusterOptions | None = None) -> LDAModel:
     """Fit a spectral LDA (or single-topic) model, refined by collapsed Gibbs sampling or variational EM.
 
     Parameters
@@ -186,15 +243,6 @@ def fit_lda(corpus, k: int, *, alpha0: float | None = None, model: str = "lda", 
         Vocabulary file (one word per line) or list of words.
     vocab_size : int, optional
         Vocabulary size when no vocabulary is given.
-    workers : int, optional
-        Shards (Ray actors); default: the CPUs Ray sees, at most one per row group.
-    backend : {'auto', 'ray', 'local'}
-        ``local`` runs the same shards in this process, no Ray (same numbers);
-        ``auto`` (default): ``local`` for a corpus of at most
-        :data:`AUTO_LOCAL_MAX_NONZEROS` nonzero counts when no ``address`` is
-        given, else ``ray``.
-    address : str, optional
-        Address of an existing Ray cluster (default: start or reuse a local instance).
     seed : int, optional
         Seeds the eigensolver's test block and the power method's restarts.
     refine : int, optional
@@ -225,68 +273,15 @@ def fit_lda(corpus, k: int, *, alpha0: float | None = None, model: str = "lda", 
         Replace an existing ``out``.
     progress : bool
         Show a progress bar over passes and iterations.
-    cpus_per_worker : float, optional
-        CPUs each Ray actor reserves (default 1, less if ``workers`` exceeds the CPUs).
-    epsilon, delta : float, optional
+    privacy : PrivacyOptions, optional
         Make the fit (ε, δ)-differentially private for replace-one-document
-        neighbours (:mod:`distdp.lda.private.fit`); ``delta`` is then required.
-    mechanism : str
-        Private mechanism (:data:`distdp.lda.private.fit.MECHANISMS`); ``auto``:
-        ``whitened`` for k ≤ 100, else ``power``.
-    refine_budget : float, optional
-        Fraction of the private budget (after the 2% scan) given to the refinement: the tail release
-        when the working vocabulary is smaller than the vocabulary (0.3 of it before unmixing passes,
-        0.5 before EM alone), then the unmixing passes and EM iterations in equal parts
-        (:func:`distdp.lda.private.fit.budget_plan`). Default 0.75 with a tail release, else 0.5; the
-        spectral stages get the rest, so lower it when the spectral stage reports that the budget
-        cannot be met.
-    length_cap : int
-        Public cap on tokens per document in the private token count.
-    reproducible : bool
-        Private mode with a seeded noise generator: the arithmetic of a private
-        fit, reported as NOT private. Required to pass ``seed`` with ``epsilon``.
-    public_corpus : optional
-        A corpus you declare public, on which a private fit's coherence is measured.
-    working_vocab : int, optional
-        Private fits: the spectral stage runs on this many most frequent words
-        (chosen from a noisy release); a tail release, the unmixing passes and
-        EM then cover every word. Default ``min(d, 100·k, 4000)`` with a
-        refinement (unmixing or EM), else ``d``. ``"auto"``: that default,
-        but before unmixing passes (LDA) the spectral stage restarts on twice
-        the words when the noisy frequencies and a first release show the
-        margin for it, within the same budget
-        (``info["corpus"]["working_vocab_restart"]``; docs/design/private-fit.md, *The working
-        vocabulary's size*: it gained on synthetic corpora and lost on
-        topics fitted from real text, short documents or long).
-    unmix : int, optional
-        Private fits with a scalable mechanism (LDA or single-topic):
-        unmixing passes on every word after the spectral stage (and tail release)
-        (:func:`distdp.lda.private.pipeline.unmix_private`). Default 2 when
-        ``refine`` is not given, else 0.
-    whitening : {'auto', 'dense', 'matrix-free', 'power'}, optional
-        Private fits with a scalable mechanism: the private whitening releases
-        the working vocabulary's second moment once, formed as a dense matrix
-        (``dense``) or only multiplied, its noise regenerated for each product
-        (``matrix-free``: the same release and privacy, O(d·k) memory), or
-        runs the noisy power method on it (``power``: one release per product,
-        much more noise). Default ``auto``: dense up to
-        :data:`distdp.lda.private.scalable.DENSE_WHITENING_MAX_WORDS` words,
-        matrix-free above.
-    declared_bounds : DeclaredBounds or str, optional
-        ``mechanism='config2'`` only: public bounds on the corpus's moments
-        (:class:`distdp.lda.private.dense.DeclaredBounds`, or its text form
-        ``"sigma_k=…,gap=…,sigma_1=…,m3_norm=…"``), checked by a private
-        test; the fit is then proven private instead of a paper claim.
-    vocab_public : bool
-        Private fits: declare that the corpus's vocabulary was not chosen from its documents. Only
-        ``prepare.json`` (written by ``distdp prepare``) records where a vocabulary came from; a private
-        fit of a corpus without it is refused unless this is given (the guarantee then rests on the
-        declaration, recorded in ``privacy.vocabulary``), and it is an error where ``prepare.json``
-        says the words were chosen from the text (:func:`distdp.lda.private.fit.vocabulary_entry`). A count
-        matrix's columns are the caller's and are treated as public.
-    **solver
-        Further :class:`distdp.lda.pipeline.SpectralParams` fields (``eigensolver``,
-        ``eig_iters``, ``eig_tol``, ``oversample``, ``tensor``, ``method``, ``n_restarts``, ``n_iters``).
+        neighbours (:class:`PrivacyOptions`: the budget, the mechanism and the
+        private refinement; :mod:`distdp.lda.private.fit`). The refinement is
+        then private EM (``refiner`` 'em' or None).
+    solver : SolverOptions, optional
+        The spectral solver's settings (:class:`SolverOptions`; default: its defaults).
+    cluster : ClusterOptions, optional
+        Where the shards live (:class:`ClusterOptions`; default: ``backend='auto'``).
 
     Returns
     -------
@@ -299,34 +294,29 @@ def fit_lda(corpus, k: int, *, alpha0: float | None = None, model: str = "lda", 
     alpha0 = DEFAULT_ALPHA0 if alpha0 is None else alpha0
     if refiner not in (None, "gibbs", "em"):
         raise ValueError(f"refiner must be 'gibbs' or 'em', got {refiner!r}")
-    if epsilon is not None or delta is not None:
+    privacy = _option("privacy", privacy, PrivacyOptions)
+    solver = _option("solver", solver, SolverOptions) or SolverOptions()
+    cluster = _option("cluster", cluster, ClusterOptions) or ClusterOptions()
+    if privacy is not None:
         if refiner == "gibbs":
             raise ValueError("refiner='gibbs' is not private: a private fit refines by private EM (leave refiner "
                              "out, or pass refiner='em')")
         from distdp.lda.private import fit as private_fit
         from distdp.lda.private.shard import PrivateShard
 
-        opener = functools.partial(open_corpus, corpus, vocab=vocab, vocab_size=vocab_size, workers=workers,
-                                   backend=backend, address=address, cpus_per_worker=cpus_per_worker,
+        opener = functools.partial(open_corpus, corpus, vocab=vocab, vocab_size=vocab_size, cluster=cluster,
                                    shard_class=PrivateShard)
-        public = functools.partial(_public_coherence, backend=backend, address=address)
+        public = functools.partial(_public_coherence, cluster=ClusterOptions(backend=cluster.backend,
+                                                                             address=cluster.address))
         return private_fit.fit_lda_private(
-            corpus, k, opener, public, alpha0=alpha0, model=model, seed=seed, refine=refine, eta=eta, out=out,
-            overwrite=overwrite, progress=progress, epsilon=epsilon, delta=delta, mechanism=mechanism,
-            refine_budget=refine_budget, length_cap=length_cap, reproducible=reproducible,
-            public_corpus=public_corpus, coherence=coherence, working_vocab=working_vocab,
-            unmix=unmix, declared_bounds=declared_bounds, whitening=whitening, vocab_public=vocab_public, **solver)
-    if (reproducible or working_vocab is not None or unmix is not None or declared_bounds is not None
-            or whitening is not None or vocab_public):
-        raise ValueError("reproducible, working_vocab, unmix, whitening, declared_bounds and vocab_public apply to "
-                         "private fits only (give epsilon and delta)")
+            corpus, k, opener, public, privacy, alpha0=alpha0, model=model, seed=seed, refine=refine, eta=eta,
+            out=out, overwrite=overwrite, progress=progress, coherence=coherence, solver=solver)
     if refine and model != "lda":
         raise ValueError("refine (Gibbs sampling or variational EM) applies to model='lda' only")
-    params = pipeline.SpectralParams(k=k, alpha0=alpha0, model=model, **solver)
+    params = solver.spectral_params(k, alpha0, model)
     update, close = progress_bar(progress)
     rng = np.random.default_rng(seed)
-    with open_corpus(corpus, vocab=vocab, vocab_size=vocab_size, workers=workers, backend=backend,
-                     address=address, cpus_per_worker=cpus_per_worker) as oc:
+    with open_corpus(corpus, vocab=vocab, vocab_size=vocab_size, cluster=cluster) as oc:
         params.validate(oc.vocab_size)
         refiner = _choose_refiner(oc.backend, model, refiner, refine)
         if refine is None:
@@ -372,7 +362,8 @@ def fit_lda(corpus, k: int, *, alpha0: float | None = None, model: str = "lda", 
         "resources": resources,
         "m2_eigenvalues": res.m2_eigenvalues,
         "tensor_eigenvalues": res.tensor_eigenvalues,
-        "privacy": {"private": False, "note": "non-private fit: no noise was added at any edge"},
+        "privacy": PrivacyReport(private=False, mechanism="none", neighbour=REPLACE_ONE_DOCUMENT,
+                                 not_private_because=("non-private fit: no noise was added at any edge",)).to_dict(),
     }
     if em is not None:
         timings["refine"] = float(sum(em.seconds))
@@ -412,7 +403,7 @@ def _choose_refiner(backend, model: str, refiner: str | None, refine: int | None
     if model != "lda" or refine == 0 or refiner == "em":
         return refiner or "em"
     why = ("numba is not installed" if not gibbs.available() else
-           "the corpus has counts that are not whole numbers" if not all(backend.call("integral_counts")) else None)
+           "the corpus has counts that are not whole numbers" if not all(backend.call(Shard.integral_counts)) else None)
     if why is None:
         return "gibbs"
     if refiner == "gibbs":
@@ -445,7 +436,8 @@ def _em_iterations(res: pipeline.SpectralResult, k: int, model: str, refine: int
 
 
 # ------------------------------------------------------------------ coherence
-def coherence(model: LDAModel, corpus, *, top_n: int = metrics.COHERENCE_TOP_N, **open_kw) -> dict:
+def coherence(model: LDAModel, corpus, *, top_n: int = metrics.COHERENCE_TOP_N,
+              cluster: ClusterOptions | None = None) -> dict:
     """NPMI and C_V coherence of each topic's ``top_n`` words from document co-occurrence in ``corpus``.
 
     One pass over the shards (the corpus is never gathered). Returns
@@ -458,17 +450,18 @@ def coherence(model: LDAModel, corpus, *, top_n: int = metrics.COHERENCE_TOP_N, 
     distinct words among all topics' top ``"diversity_top_n"`` = 25).
     In a private setting, coherence on the private training corpus is itself
     a release: compute it on a corpus you may publish statistics of.
+    ``cluster``: where the shards live (:class:`ClusterOptions`).
     """
-    with _open_for_model(model, corpus, open_kw) as oc:
+    with _open_for_model(model, corpus, cluster) as oc:
         return metrics.coherence_on(oc.backend, model.topic_word, top_n)
 
 
-def _public_coherence(model: LDAModel, corpus, backend: str, address: str | None) -> np.ndarray:
+def _public_coherence(model: LDAModel, corpus, cluster: ClusterOptions) -> np.ndarray:
     """NPMI per topic of ``model`` on a corpus declared public (a private fit's ``public_corpus``)."""
-    return coherence(model, corpus, backend=backend, address=address)["per_topic"]
+    return coherence(model, corpus, cluster=cluster)["per_topic"]
 
 
-def _open_for_model(model: LDAModel, corpus, open_kw: dict, with_doc_ids: bool = False):
+def _open_for_model(model: LDAModel, corpus, cluster: ClusterOptions | None, with_doc_ids: bool = False):
     """Open ``corpus`` after checking that its vocabulary is the model's.
 
     A parquet corpus's own vocabulary (``vocab.txt`` or metadata) must have
@@ -483,7 +476,7 @@ def _open_for_model(model: LDAModel, corpus, open_kw: dict, with_doc_ids: bool =
             raise ValueError(f"{corpus}: the corpus has vocabulary size {d_corpus} but the model has {d}")
         if words is not None and model.vocab is not None and words != model.vocab:
             raise ValueError(f"{corpus}: the corpus's vocabulary differs from the model's (same size, other words)")
-    return open_corpus(corpus, **{"vocab_size": d, **open_kw}, with_doc_ids=with_doc_ids)
+    return open_corpus(corpus, vocab_size=d, cluster=cluster, with_doc_ids=with_doc_ids)
 
 
 # ------------------------------------------------------------------ transform and export
@@ -518,19 +511,20 @@ def _gather_mixtures(parts: list) -> TopicMixtures:
 
 
 def transform(model: LDAModel, corpus, *, out: str | Path | None = None, overwrite: bool = False,
-              max_iter: int = 100, tol: float = 1e-3, **open_kw) -> TopicMixtures:
+              max_iter: int = 100, tol: float = 1e-3, cluster: ClusterOptions | None = None) -> TopicMixtures:
     """Topic mixtures θ of every document of ``corpus`` (E-step with the topics fixed).
 
     ``out`` (a ``.parquet`` file, written atomically) gets columns
-    ``doc_id``, ``theta`` (list<float32>), ``n_tokens`` and ``status``.
+    ``doc_id``, ``theta`` (list<float32>), ``n_tokens`` and ``status``;
+    ``cluster``: where the shards live (:class:`ClusterOptions`).
     The output of ``transform`` on private documents is private data.
     """
     if out is not None:
         out = local_output(out)
         if out.exists() and not overwrite:
             raise FileExistsError(f"{out} already exists (pass overwrite=True / --overwrite)")
-    with _open_for_model(model, corpus, open_kw, with_doc_ids=True) as oc:
-        mix = _gather_mixtures(oc.backend.call("transform", model.exp_elog_beta(), model.alpha, max_iter, tol))
+    with _open_for_model(model, corpus, cluster, with_doc_ids=True) as oc:
+        mix = _gather_mixtures(oc.backend.call(Shard.transform, model.exp_elog_beta(), model.alpha, max_iter, tol))
     if out is not None:
         write_mixtures(mix, out)
     return mix
@@ -549,7 +543,8 @@ def write_mixtures(mix: TopicMixtures, out: Path) -> None:
         pq.write_table(table, tmp)
 
 
-def export(model: LDAModel, corpus, out: str | Path, *, overwrite: bool = False, **open_kw) -> Path:
+def export(model: LDAModel, corpus, out: str | Path, *, overwrite: bool = False,
+           cluster: ClusterOptions | None = None) -> Path:
     """Write the arrays pyLDAvis needs, and the top words, to directory ``out`` (atomically).
 
     Files: ``topic_term_dists.npy`` (k×d), ``doc_topic_dists.npy`` (n×k),
@@ -560,11 +555,13 @@ def export(model: LDAModel, corpus, out: str | Path, *, overwrite: bool = False,
         a = {n: np.load(f"{out}/{n}.npy") for n in
              ("topic_term_dists", "doc_topic_dists", "doc_lengths", "term_frequency")}
         vis = pyLDAvis.prepare(vocab=json.load(open(f"{out}/vocab.json")), **a)
+
+    ``cluster``: where the shards live (:class:`ClusterOptions`).
     """
     check_output_dir(out, overwrite)
-    with _open_for_model(model, corpus, open_kw, with_doc_ids=True) as oc:
-        mix = _gather_mixtures(oc.backend.call("transform", model.exp_elog_beta(), model.alpha, 100, 1e-3))
-        tf = pipeline.sum_partials(oc.backend.call("term_frequency"))
+    with _open_for_model(model, corpus, cluster, with_doc_ids=True) as oc:
+        mix = _gather_mixtures(oc.backend.call(Shard.transform, model.exp_elog_beta(), model.alpha, 100, 1e-3))
+        tf = pipeline.sum_partials(oc.backend.call(Shard.term_frequency))
     vocab = model.vocab or [str(i) for i in range(model.topic_word.shape[1])]
     with atomic_directory(out, overwrite=overwrite) as tmp:
         np.save(tmp / "topic_term_dists.npy", model.topic_word)

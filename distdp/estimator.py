@@ -3,271 +3,31 @@
 ``SpectralLDA(n_components=…).fit(X).transform(X)`` works as scikit-learn's
 ``LatentDirichletAllocation`` does, on a documents×words count matrix (an
 array or a sparse matrix, e.g. the output of ``CountVectorizer``) or on a
-parquet corpus given by its path or URI. The options of ``fit_lda`` that are
-not the model's own come grouped in three frozen dataclasses:
-:class:`PrivacyOptions` (make the fit differentially private),
-:class:`SolverOptions` (the spectral solver) and :class:`ClusterOptions`
-(where the shards run). ``fit_lda`` stays the function underneath; every
-option maps onto one of its keyword arguments.
+parquet corpus given by its path or URI. The options that are not the
+model's own come grouped in three frozen dataclasses, the same that
+:func:`distdp.api.fit_lda` takes: :class:`PrivacyOptions` (make the fit
+differentially private), :class:`SolverOptions` (the spectral solver) and
+:class:`ClusterOptions` (where the shards run). ``fit_lda`` stays the
+function underneath.
 
 This module is API level: it imports :mod:`distdp.api` and :mod:`distdp.lda`
 only, and nothing below the API imports it.
 """
 from __future__ import annotations
 
-import dataclasses
-import math
 import numbers
 import os
-from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, check_non_negative, validate_data
 
-from distdp.api import fit_lda
+from distdp.api import ClusterOptions, PrivacyOptions, SolverOptions, fit_lda
 from distdp.api import transform as transform_corpus
 from distdp.lda import MODELS, LDAModel
+from distdp.lda.options import InvalidParameterError, check_bool, check_int, check_real, is_int
 
 __all__ = ["ClusterOptions", "InvalidParameterError", "PrivacyOptions", "SolverOptions", "SpectralLDA"]
-
-BACKENDS = ("auto", "ray", "local")
-
-
-class InvalidParameterError(ValueError, TypeError):
-    """A parameter of :class:`SpectralLDA` or of an option group has a wrong type or value.
-
-    Both a ``ValueError`` and a ``TypeError``, as scikit-learn's own
-    ``InvalidParameterError`` is; the message names the parameter.
-    """
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def _check_int(name: str, value, low: int, optional: bool = True) -> None:
-    if value is None and optional:
-        return
-    if not _is_int(value) or value < low:
-        raise InvalidParameterError(f"{name} must be an integer ≥ {low}{' or None' if optional else ''}, "
-                                    f"got {value!r}")
-
-
-def _check_real(name: str, value, *, positive: bool = True, below_one: bool = False, optional: bool = True) -> None:
-    if value is None and optional:
-        return
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value) and value > 0
-    if ok and below_one:
-        ok = value < 1
-    if not ok:
-        span = "in (0, 1)" if below_one else "a finite number > 0"
-        raise InvalidParameterError(f"{name} must be {span}{' or None' if optional else ''}, got {value!r}")
-
-
-def _check_bool(name: str, value) -> None:
-    if not isinstance(value, (bool, np.bool_)):
-        raise InvalidParameterError(f"{name} must be True or False, got {value!r}")
-
-
-# ------------------------------------------------------------------ option groups
-@dataclass(frozen=True)
-class PrivacyOptions:
-    """Make the fit (ε, δ)-differentially private (replace-one-document neighbours).
-
-    Each field is the keyword argument of the same name of
-    :func:`distdp.api.fit_lda`, whose documentation has the details. Change
-    one field of a frozen instance with ``dataclasses.replace(options, epsilon=2.0)``.
-
-    Parameters
-    ----------
-    epsilon : float
-        ε of the guarantee, > 0.
-    delta : float
-        δ of the guarantee, in (0, 1); the fit refuses one that is not below
-        1/N (N the number of documents).
-    mechanism : str, default='auto'
-        Private mechanism: ``'auto'`` (``'whitened'`` for k ≤ 100, else
-        ``'power'``), ``'whitened'``, ``'power'``, or one of the papers'
-        small-vocabulary mechanisms (``'config1'``, ``'config1-paper'``,
-        ``'config2'``, ``'config3'``, ``'config4'``, ``'agn'``, ``'avn'``).
-    refine_budget : float, optional
-        Fraction of the budget (after the 2% scan) given to the refinement: the
-        tail release, unmixing passes and EM iterations. Default 0.75 with a
-        tail release, else 0.5.
-    length_cap : int, default=100
-        Public cap on tokens per document in the private token count.
-    reproducible : bool, default=False
-        Seed the noise from ``SpectralLDA.random_state``: the arithmetic of a
-        private fit, reported as NOT private. Required to give a
-        ``random_state`` to a private fit.
-    public_corpus : str, Path or sparse matrix, optional
-        A corpus you declare public, on which the topics' coherence is
-        measured (coherence on the private training corpus would be a further
-        release). Giving it turns the coherence measurement on.
-    working_vocab : int or 'auto', optional
-        The private spectral stage runs on this many most frequent words
-        (chosen from a noisy release); the refinement covers every word.
-    unmix : int, optional
-        Unmixing passes on every word after the private spectral stage
-        (default 2 when ``SpectralLDA.refine`` is None, else 0).
-    declared_bounds : DeclaredBounds or str, optional
-        ``mechanism='config2'`` only: public bounds on the corpus's moments
-        (text form ``"sigma_k=…,gap=…,sigma_1=…,m3_norm=…"``).
-    whitening : {'auto', 'dense', 'matrix-free', 'power'}, optional
-        Form of the private whitening (default ``'auto'``).
-    vocab_public : bool, default=False
-        Declare that the corpus's vocabulary was not chosen from its documents
-        (needed for a corpus without ``prepare.json``; recorded in the
-        privacy report). A count matrix's columns are treated as public.
-
-    Raises
-    ------
-    InvalidParameterError
-        A field of the wrong type or out of range, naming the field.
-    """
-
-    epsilon: float
-    delta: float
-    mechanism: str = "auto"
-    refine_budget: float | None = None
-    length_cap: int = 100
-    reproducible: bool = False
-    public_corpus: Any = None
-    working_vocab: int | str | None = None
-    unmix: int | None = None
-    declared_bounds: Any = None
-    whitening: str | None = None
-    vocab_public: bool = False
-
-    def __post_init__(self):
-        _check_real("PrivacyOptions.epsilon", self.epsilon, optional=False)
-        _check_real("PrivacyOptions.delta", self.delta, below_one=True, optional=False)
-        if not isinstance(self.mechanism, str):
-            raise InvalidParameterError(f"PrivacyOptions.mechanism must be a string, got {self.mechanism!r}")
-        _check_real("PrivacyOptions.refine_budget", self.refine_budget, below_one=True)
-        _check_int("PrivacyOptions.length_cap", self.length_cap, 1, optional=False)
-        _check_bool("PrivacyOptions.reproducible", self.reproducible)
-        if self.working_vocab != "auto":
-            _check_int("PrivacyOptions.working_vocab", self.working_vocab, 1)
-        _check_int("PrivacyOptions.unmix", self.unmix, 0)
-        if self.whitening is not None and not isinstance(self.whitening, str):
-            raise InvalidParameterError(f"PrivacyOptions.whitening must be a string or None, got {self.whitening!r}")
-        _check_bool("PrivacyOptions.vocab_public", self.vocab_public)
-
-    def fit_lda_kwargs(self) -> dict:
-        """The keyword arguments of :func:`distdp.api.fit_lda` these options stand for."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-
-
-@dataclass(frozen=True)
-class SolverOptions:
-    """Options of the spectral solver (:class:`distdp.lda.pipeline.SpectralParams`).
-
-    A field left at None takes the solver's default.
-
-    Parameters
-    ----------
-    tensor : {'auto', 'explicit', 'implicit'}, default='auto'
-        Form the k×k×k whitened tensor once (``explicit``), or apply it
-        implicitly in each power iteration; ``auto``: explicit for k ≤ 100.
-    method : {'robust', 'simultaneous'}, default='robust'
-        Tensor power method: restarts and deflation, or orthogonalised
-        simultaneous iteration.
-    eigensolver : {'lobpcg', 'randomized', 'dense'}, default='lobpcg'
-        Eigensolver of the second moment M2 (``dense`` forms the d×d M2: small
-        vocabularies only).
-    restarts : int, optional
-        Restarts L of the robust power method (``fit_lda``'s ``n_restarts``).
-    iters : int, optional
-        Power-method iterations R (``fit_lda``'s ``n_iters``).
-    eig_iters : int, optional
-        Most products with M2 after the first (each one pass over the corpus).
-    eig_tol : float, optional
-        Relative residual at which the eigensolver stops (None: the solver's
-        default tolerance; this interface cannot turn the early stop off).
-    oversample : int, optional
-        Extra columns of the eigensolver's test block (solver default 10).
-
-    Raises
-    ------
-    InvalidParameterError
-        A field of the wrong type or out of range, naming the field.
-    """
-
-    tensor: str = "auto"
-    method: str = "robust"
-    eigensolver: str = "lobpcg"
-    restarts: int | None = None
-    iters: int | None = None
-    eig_iters: int | None = None
-    eig_tol: float | None = None
-    oversample: int | None = None
-
-    def __post_init__(self):
-        for name in ("tensor", "method", "eigensolver"):
-            if not isinstance(getattr(self, name), str):
-                raise InvalidParameterError(f"SolverOptions.{name} must be a string, got {getattr(self, name)!r}")
-        _check_int("SolverOptions.restarts", self.restarts, 1)
-        _check_int("SolverOptions.iters", self.iters, 1)
-        _check_int("SolverOptions.eig_iters", self.eig_iters, 1)
-        _check_real("SolverOptions.eig_tol", self.eig_tol)
-        _check_int("SolverOptions.oversample", self.oversample, 0)
-
-    def fit_lda_kwargs(self) -> dict:
-        """The keyword arguments of :func:`distdp.api.fit_lda` (its ``**solver``) these options stand for."""
-        kw = {"tensor": self.tensor, "method": self.method, "eigensolver": self.eigensolver,
-              "n_restarts": self.restarts, "n_iters": self.iters}
-        for name in ("eig_iters", "eig_tol", "oversample"):
-            if getattr(self, name) is not None:
-                kw[name] = getattr(self, name)
-        return kw
-
-
-@dataclass(frozen=True)
-class ClusterOptions:
-    """Where the corpus's shards are read and the passes run.
-
-    Parameters
-    ----------
-    backend : {'auto', 'ray', 'local'}, default='auto'
-        ``local``: the shards live in this process, no Ray (the same numbers);
-        ``ray``: in Ray actors; ``auto``: ``local`` for a corpus of at most
-        5 million stored counts when no ``address`` is given and Ray is not
-        already running in this process, else ``ray``.
-    address : str, optional
-        Address of an existing Ray cluster (default: start or reuse a local
-        instance).
-    workers : int, optional
-        Shards (Ray actors, or in-process shards with ``local``); default: the
-        CPUs Ray sees, one shard in process.
-    cpus_per_worker : float, optional
-        CPUs each Ray actor reserves (default 1, less if ``workers`` exceeds
-        the CPUs).
-
-    Raises
-    ------
-    InvalidParameterError
-        A field of the wrong type or out of range, naming the field.
-    """
-
-    backend: str = "auto"
-    address: str | None = None
-    workers: int | None = None
-    cpus_per_worker: float | None = None
-
-    def __post_init__(self):
-        if self.backend not in BACKENDS:
-            raise InvalidParameterError(f"ClusterOptions.backend must be one of {BACKENDS}, got {self.backend!r}")
-        if self.address is not None and not isinstance(self.address, str):
-            raise InvalidParameterError(f"ClusterOptions.address must be a string or None, got {self.address!r}")
-        _check_int("ClusterOptions.workers", self.workers, 1)
-        _check_real("ClusterOptions.cpus_per_worker", self.cpus_per_worker)
-
-    def fit_lda_kwargs(self) -> dict:
-        """The keyword arguments of :func:`distdp.api.fit_lda` (and of ``transform``) these options stand for."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
 
 # ------------------------------------------------------------------ the estimator
@@ -281,7 +41,7 @@ def _seed(random_state) -> int | None:
     an integer is the seed; a ``RandomState`` or ``Generator`` given by the caller draws one."""
     if random_state is None:
         return None
-    if _is_int(random_state):
+    if is_int(random_state):
         if random_state < 0:
             raise InvalidParameterError(f"random_state must be a non-negative integer, got {random_state!r}")
         return int(random_state)
@@ -431,26 +191,26 @@ class SpectralLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
     # -------------------------------------------------------------- parameters
     def _check_params(self) -> int | None:
         """Check every parameter, naming the one that is wrong; return the seed for ``fit_lda``."""
-        _check_int("n_components", self.n_components, 1, optional=False)
+        check_int("n_components", self.n_components, 1, optional=False)
         if self.model not in MODELS:
             raise InvalidParameterError(f"model must be one of {MODELS}, got {self.model!r}")
         if self.model == "lda":
-            _check_real("alpha0", self.alpha0)
+            check_real("alpha0", self.alpha0)
         elif self.alpha0 is not None and (not isinstance(self.alpha0, numbers.Real) or isinstance(self.alpha0, bool)):
             raise InvalidParameterError(f"alpha0 must be a number (ignored by model='stm'), got {self.alpha0!r}")
-        _check_int("refine", self.refine, 0)
+        check_int("refine", self.refine, 0)
         if self.refine and self.model != "lda":
             raise InvalidParameterError(f"refine (Gibbs sampling or variational EM) applies to model='lda' only, got "
                                         f"refine={self.refine!r} with model={self.model!r}")
         if self.refiner not in (None, "gibbs", "em"):
             raise InvalidParameterError(f"refiner must be 'gibbs', 'em' or None, got {self.refiner!r}")
-        _check_real("eta", self.eta)
+        check_real("eta", self.eta)
         for name, cls in (("privacy", PrivacyOptions), ("solver", SolverOptions), ("cluster", ClusterOptions)):
             value = getattr(self, name)
             if value is not None and not isinstance(value, cls):
                 raise InvalidParameterError(f"{name} must be a {cls.__name__} or None, got {value!r}")
-        _check_bool("coherence", self.coherence)
-        _check_bool("progress", self.progress)
+        check_bool("coherence", self.coherence)
+        check_bool("progress", self.progress)
         if self.vocabulary is not None and not isinstance(self.vocabulary, (str, os.PathLike)):
             if isinstance(self.vocabulary, dict) or not all(isinstance(w, str) for w in self.vocabulary):
                 raise InvalidParameterError("vocabulary must be a list of words (str), a vocabulary file or None, "
@@ -474,15 +234,11 @@ class SpectralLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
                              f"at least max(3, n_components + 1) = {need} documents of ≥ 3 tokens")
 
     def _fit_kwargs(self, seed: int | None) -> dict:
-        kw = {"alpha0": None if self.alpha0 is None else float(self.alpha0), "model": self.model,
-              "refine": self.refine, "eta": self.eta, "refiner": self.refiner,
-              "seed": seed, "progress": bool(self.progress), "coherence": bool(self.coherence)}
-        kw.update((self.solver or SolverOptions()).fit_lda_kwargs())
-        kw.update((self.cluster or ClusterOptions()).fit_lda_kwargs())
-        if self.privacy is not None:
-            kw.update(self.privacy.fit_lda_kwargs())
-            kw["coherence"] = kw["coherence"] or self.privacy.public_corpus is not None
-        return kw
+        public = self.privacy is not None and self.privacy.public_corpus is not None
+        return {"alpha0": None if self.alpha0 is None else float(self.alpha0), "model": self.model,
+                "refine": self.refine, "eta": self.eta, "refiner": self.refiner, "seed": seed,
+                "progress": bool(self.progress), "coherence": bool(self.coherence) or public,
+                "privacy": self.privacy, "solver": self.solver, "cluster": self.cluster}
 
     # -------------------------------------------------------------- fit / transform
     def fit(self, X, y=None):
@@ -556,7 +312,7 @@ class SpectralLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         """
         check_is_fitted(self, "model_")
         if _is_corpus_path(X):
-            mix = transform_corpus(self.model_, X, **(self.cluster or ClusterOptions()).fit_lda_kwargs())
+            mix = transform_corpus(self.model_, X, cluster=self.cluster)
             return np.asarray(mix.theta, dtype=np.float64)
         _refuse_raw_text(X)
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)

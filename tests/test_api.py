@@ -14,6 +14,7 @@ from distdp import api, lda
 from distdp.io.corpus import write_corpus
 from distdp.lda import pipeline
 from distdp.lda.synthetic import sample_corpus
+from distdp.api import ClusterOptions, SolverOptions
 
 
 @pytest.fixture
@@ -32,8 +33,8 @@ def small_dir(tmp_path, small):
 
 @pytest.mark.slow
 def test_simultaneous_method_recovers(corpus_a):
-    fitted = distdp.fit_lda(corpus_a.counts, 10, alpha0=1.0, backend="local", seed=0, progress=False,
-                            method="simultaneous")
+    fitted = distdp.fit_lda(corpus_a.counts, 10, alpha0=1.0, seed=0, progress=False,
+                            solver=SolverOptions(method="simultaneous"), cluster=ClusterOptions(backend="local"))
     assert lda.matched_l1(fitted.topic_word, corpus_a.topic_word)[0] <= 0.10
 
 
@@ -43,7 +44,8 @@ def test_short_documents_are_set_aside():
     first = np.arange(40) % 29
     short = sp.csr_matrix((np.ones(80), (np.repeat(np.arange(40), 2), np.stack([first, first + 1], 1).ravel())),
                           shape=(40, 30))  # 40 two-token documents
-    fitted = distdp.fit_lda(sp.vstack([c.counts, short]), 2, alpha0=0.5, backend="local", progress=False, seed=0)
+    fitted = distdp.fit_lda(sp.vstack([c.counts, short]), 2, alpha0=0.5, progress=False, seed=0,
+                            cluster=ClusterOptions(backend="local"))
     assert fitted.info["corpus"]["n_docs"] == 640 and fitted.info["corpus"]["n_docs_short"] == 40
 
 
@@ -53,12 +55,13 @@ def test_short_documents_are_set_aside():
     (dict(k=2, alpha0=0.0), "alpha0 must be > 0 for LDA"),
     (dict(k=2, alpha0=-1.0), "alpha0 must be > 0 for LDA"),
     (dict(k=2, model="xyz"), "model must be one of"),
-    (dict(k=2, tensor="both"), "tensor must be one of"),
-    (dict(k=2, method="als"), "method must be one of"),
+    (dict(k=2, solver=SolverOptions(tensor="both")), "tensor must be one of"),
+    (dict(k=2, solver=SolverOptions(method="als")), "method must be one of"),
+    (dict(k=2, solver={"method": "robust"}), "solver must be a SolverOptions or None, got dict"),
 ])
 def test_bad_parameters(kwargs, needle):
     X = sample_corpus(100, 30, 2, np.random.default_rng(0)).counts
-    args = dict(alpha0=1.0, backend="local", progress=False) | kwargs
+    args = dict(alpha0=1.0, cluster=ClusterOptions(backend="local"), progress=False) | kwargs
     with pytest.raises(ValueError, match=needle.replace("(", r"\(")):
         distdp.fit_lda(X, **args)
 
@@ -74,20 +77,20 @@ def test_k_larger_than_data_supports_still_gives_k_topics():
     rng = np.random.default_rng(0)
     X = sp.csr_matrix(np.hstack([rng.integers(1, 5, size=(200, 3)), np.zeros((200, 17))]))
     with pytest.warns(UserWarning, match=r"the data support \d of the k=5 topics"):
-        model = distdp.fit_lda(X, 5, backend="local", progress=False, seed=0)
+        model = distdp.fit_lda(X, 5, progress=False, seed=0, cluster=ClusterOptions(backend="local"))
     m = model.info["corpus"]["n_topics_spectral"]
     assert 1 <= m <= 3
     assert model.topic_word.shape == (5, 20) and model.alpha.shape == (5,)
     np.testing.assert_allclose(model.topic_word.sum(axis=1), 1.0)
     assert model.info["refine"]["sweeps"] >= 1
     with pytest.raises(ValueError, match=rf"k=5 is larger than the data supports.*Use k ≤ {m}"):
-        distdp.fit_lda(X, 5, backend="local", progress=False, seed=0, model="stm")
+        distdp.fit_lda(X, 5, progress=False, seed=0, model="stm", cluster=ClusterOptions(backend="local"))
 
 
 def test_too_few_documents():
     X = sp.csr_matrix(np.array([[3, 1, 0, 0], [0, 2, 2, 0], [1, 1, 0, 0]]))
     with pytest.raises(ValueError, match="too few documents: 2 of 3 have ≥ 3 tokens"):
-        distdp.fit_lda(X, 2, backend="local", progress=False)
+        distdp.fit_lda(X, 2, progress=False, cluster=ClusterOptions(backend="local"))
 
 
 def test_auto_backend_rule(monkeypatch, no_ray):
@@ -108,23 +111,23 @@ def test_auto_backend_rule(monkeypatch, no_ray):
 def test_open_corpus_local_and_auto(small, small_dir, no_ray):
     # In memory, "local" splits the rows into `workers` shards in order; "auto" on a small corpus with no
     # cluster is "local" too. A parquet path is partitioned by its files and carries its vocabulary.
-    with api.open_corpus(small.counts, backend="local", workers=3) as oc:
+    with api.open_corpus(small.counts, cluster=ClusterOptions(backend="local", workers=3)) as oc:
         assert oc.kind == "local" and oc.ray_backend is None and oc.resources() == {}
         assert isinstance(oc.backend, pipeline.LocalBackend) and oc.backend.n_shards == 3
         assert (oc.vocab_size, oc.vocab, oc.source) == (60, None, "in-memory matrix")
         assert (sp.vstack([s.counts for s in oc.backend.shards]) != small.counts).nnz == 0
-    with api.open_corpus(small.counts, backend="auto") as oc:
+    with api.open_corpus(small.counts, cluster=ClusterOptions(backend="auto")) as oc:
         assert oc.kind == "local" and oc.backend.n_shards == 1
     for backend in ("local", "auto"):
-        with api.open_corpus(small_dir, backend=backend, workers=2, with_doc_ids=True) as oc:
+        with api.open_corpus(small_dir, with_doc_ids=True, cluster=ClusterOptions(backend=backend, workers=2)) as oc:
             assert oc.kind == "local" and oc.backend.n_shards == 2 and oc.source == str(small_dir)
             assert oc.vocab_size == 60 and oc.vocab[:2] == ["w0", "w1"]
             assert [s.counts.shape[0] for s in oc.backend.shards] == [200, 200]
-    with pytest.raises(ValueError, match="backend must be 'auto', 'ray' or 'local'"):
-        with api.open_corpus(small.counts, backend="dask"):
+    with pytest.raises(ValueError, match=r"ClusterOptions.backend must be one of .*, got 'dask'"):
+        with api.open_corpus(small.counts, cluster=ClusterOptions(backend="dask")):
             pass
     with pytest.raises(ValueError, match="vocabulary has 3 words but the matrix has 60 columns"):
-        with api.open_corpus(small.counts, backend="local", vocab=["a", "b", "c"]):
+        with api.open_corpus(small.counts, vocab=["a", "b", "c"], cluster=ClusterOptions(backend="local")):
             pass
 
 
@@ -139,7 +142,7 @@ def test_open_corpus_kind_names_where_the_shards_live():
 def test_fit_lda_on_a_matrix_and_on_its_parquet_files_is_the_same_model(small, small_dir, workers):
     # Two files of 200 rows each, read in order, are the same shards as the matrix split in two (or whole): the
     # same sums in the same order, so the same model bit for bit (measured: identical for 1 and 2 workers).
-    kw = dict(backend="local", workers=workers, seed=0, progress=False)
+    kw = dict(cluster=ClusterOptions(backend="local", workers=workers), seed=0, progress=False)
     a = api.fit_lda(small.counts, 4, **kw)
     b = api.fit_lda(small_dir, 4, **kw)
     np.testing.assert_array_equal(a.topic_word, b.topic_word)
@@ -149,24 +152,24 @@ def test_fit_lda_on_a_matrix_and_on_its_parquet_files_is_the_same_model(small, s
 
 
 def test_transform_coherence_and_export_on_a_small_corpus(tmp_path, small, small_dir):
-    model = api.fit_lda(small.counts, 4, backend="local", seed=0, progress=False)
+    model = api.fit_lda(small.counts, 4, seed=0, progress=False, cluster=ClusterOptions(backend="local"))
     # transform: the model's own E-step per document, stored as float32 (rounding ≤ 2⁻²⁴ ≈ 6e-8 on values ≤ 1,
     # so 1e-7), rows summing to 1 at that precision; ids from the parquet files, row numbers for a matrix.
-    mix = api.transform(model, small.counts, backend="local")
+    mix = api.transform(model, small.counts, cluster=ClusterOptions(backend="local"))
     assert mix.theta.shape == (400, 4) and mix.theta.dtype == np.float32
     np.testing.assert_allclose(mix.theta, model.transform(small.counts), rtol=0, atol=1e-7)
     np.testing.assert_allclose(mix.theta.sum(axis=1), 1.0, atol=1e-6)
     assert list(mix.doc_ids[:2]) == ["0", "1"] and set(mix.status) == {"ok"}
     assert (mix.n_tokens == np.asarray(small.counts.sum(axis=1)).ravel()).all()
-    on_files = api.transform(model, small_dir, backend="local", workers=2)
+    on_files = api.transform(model, small_dir, cluster=ClusterOptions(backend="local", workers=2))
     assert list(on_files.doc_ids[:2]) == ["d0", "d1"]
     np.testing.assert_array_equal(on_files.theta, mix.theta)
     # coherence on the training corpus is what the fit recorded (same pass, same sums).
-    coh = api.coherence(model, small.counts, backend="local")
+    coh = api.coherence(model, small.counts, cluster=ClusterOptions(backend="local"))
     np.testing.assert_array_equal(coh["per_topic"], model.info["coherence"]["per_topic"])
     assert coh["mean"] == model.info["coherence"]["mean"]
     # export: pyLDAvis's arrays, exactly the model's topics, transform's mixtures and the corpus's counts.
-    out = api.export(model, small.counts, tmp_path / "vis", backend="local")
+    out = api.export(model, small.counts, tmp_path / "vis", cluster=ClusterOptions(backend="local"))
     assert sorted(p.name for p in out.iterdir()) == ["doc_lengths.npy", "doc_topic_dists.npy", "term_frequency.npy",
                                                      "top_words.txt", "topic_term_dists.npy", "vocab.json"]
     np.testing.assert_array_equal(np.load(out / "topic_term_dists.npy"), model.topic_word)
@@ -175,8 +178,8 @@ def test_transform_coherence_and_export_on_a_small_corpus(tmp_path, small, small
     np.testing.assert_array_equal(np.load(out / "term_frequency.npy"), np.asarray(small.counts.sum(axis=0)).ravel())
     assert json.loads((out / "vocab.json").read_text()) == [str(i) for i in range(60)]
     with pytest.raises(FileExistsError):
-        api.export(model, small.counts, tmp_path / "vis", backend="local")
+        api.export(model, small.counts, tmp_path / "vis", cluster=ClusterOptions(backend="local"))
     # a corpus whose vocabulary is not the model's is refused before any pass
     write_corpus(tmp_path / "c50", small.counts[:, :50], 1, [f"w{i}" for i in range(50)])
     with pytest.raises(ValueError, match="the corpus has vocabulary size 50 but the model has 60"):
-        api.transform(model, tmp_path / "c50", backend="local")
+        api.transform(model, tmp_path / "c50", cluster=ClusterOptions(backend="local"))

@@ -34,6 +34,18 @@ def test_cli_make_corpus_and_fit_local(tmp_path, capsys):
     assert "not a URI" in capsys.readouterr().err and not Path("s3:").exists()
 
 
+def test_cli_private_flags_need_epsilon_and_delta(tmp_path, capsys):
+    """A private flag without --epsilon, or --epsilon without --delta, is refused before any work, naming them."""
+    assert main(["make-corpus", str(tmp_path / "c"), "--docs", "300", "--vocab-size", "50", "--topics", "2",
+                 "--seed", "1"]) == 0
+    fit = ["fit-lda", str(tmp_path / "c"), "--k", "2", "--local", "--no-progress"]
+    assert main([*fit, "--out", str(tmp_path / "m1"), "--unmix", "1", "--reproducible"]) == 2
+    assert "--unmix, --reproducible: private fits only (give --epsilon and --delta)" in capsys.readouterr().err
+    assert main([*fit, "--out", str(tmp_path / "m2"), "--epsilon", "1"]) == 2
+    assert "--delta is required with --epsilon" in capsys.readouterr().err
+    assert not (tmp_path / "m1").exists() and not (tmp_path / "m2").exists()
+
+
 def test_cli_transform_coherence_export(tmp_path, small, capsys):
     write_corpus(tmp_path / "c", small.counts, 2, [f"w{i}" for i in range(60)], [f"d{i}" for i in range(400)])
     assert main(["fit-lda", str(tmp_path / "c"), "--k", "4", "--refine", "2", "--refiner", "em", "--out",

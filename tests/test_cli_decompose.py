@@ -36,7 +36,7 @@ def test_private_decompose_reports_the_certified_epsilon(tmp_path, tensor_file, 
     assert main(["decompose", str(path), "--k", "2", "--epsilon", "1", "--delta", "1e-6", "--restarts", "4",
                  "--iters", "5", "--accounting", accounting, "--out", str(out)]) == 0
     priv = json.loads((out / "report.json").read_text())["result"]["privacy"]
-    assert priv["status"] == "private" and priv["releases"] == 2 * 4 * 6
+    assert priv["private"] is True and priv["releases"] == 2 * 4 * 6 and priv["neighbour"]["name"] == "symmetric-entry"
     assert priv["epsilon_pld"] <= 1.0 + 1e-9 and priv["accounting"] == accounting
 
 

@@ -23,6 +23,7 @@ import distdp
 from distdp import ClusterOptions, PrivacyOptions, SolverOptions, SpectralLDA
 from distdp import cli
 from distdp.estimator import InvalidParameterError
+from distdp.lda.pipeline import EIG_MAX_ITERS, EIG_TOL
 
 LOCAL = ClusterOptions(backend="local")
 
@@ -167,7 +168,8 @@ def test_params_round_trip():
     with pytest.raises(dataclasses.FrozenInstanceError):
         privacy.epsilon = 3.0
     assert dataclasses.replace(privacy, epsilon=3.0).epsilon == 3.0
-    assert SolverOptions(restarts=5, iters=7).fit_lda_kwargs()["n_restarts"] == 5
+    sp = SolverOptions(restarts=5, iters=7).spectral_params(4, 1.0, "lda")
+    assert (sp.n_restarts, sp.n_iters, sp.eig_iters, sp.eig_tol) == (5, 7, EIG_MAX_ITERS, EIG_TOL)
     # the constructor stores what it is given and checks nothing (scikit-learn's rule); fit checks
     odd = SpectralLDA(n_components=-1)
     assert odd.get_params()["n_components"] == -1

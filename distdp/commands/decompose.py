@@ -60,7 +60,7 @@ def run(args) -> int:
     if res.privacy is not None:
         r = res.privacy
         status = "private" if r.private else "NOT PRIVATE (seeded)"
-        print(f"{status}: {r.accounting} accounting, {r.releases} releases, noise multiplier "
-              f"{r.noise_multiplier:.4g}; PLD certifies ε = {r.epsilon_pld:.4g} at δ = {r.delta:g}")
+        print(f"{status}: {r.accounting} accounting, {r.details['releases']} releases, noise multiplier "
+              f"{r.details['noise_multiplier']:.4g}; PLD certifies ε = {r.epsilon:.4g} at δ = {r.delta:g}")
     print(f"wrote {args.out}")
     return 0

@@ -137,20 +137,15 @@ def run(args) -> int:
     """Fit, save and print the top words."""
     import time
 
-    from distdp.api import fit_lda
+    from distdp.api import SolverOptions, fit_lda
 
     t0 = time.perf_counter()
-    model = fit_lda(args.corpus, args.k, alpha0=args.alpha0, model=args.model, vocab=args.vocab,
-                    vocab_size=args.vocab_size, workers=args.workers, address=args.address,
-                    backend=backend_of(args), seed=args.seed, out=args.out,
-                    overwrite=args.overwrite, progress=not args.no_progress, tensor=args.tensor,
-                    method=args.method, eigensolver=args.eigensolver, n_restarts=args.restarts,
-                    n_iters=args.iters, refine=args.refine, eta=args.eta, coherence=not args.no_coherence,
-                    epsilon=args.epsilon, delta=args.delta, mechanism=args.mechanism,
-                    refine_budget=args.refine_budget, length_cap=args.length_cap, reproducible=args.reproducible,
-                    public_corpus=args.public_corpus, working_vocab=args.working_vocab, unmix=args.unmix,
-                    declared_bounds=args.declared_bounds, whitening=args.whitening, vocab_public=args.vocab_public,
-                    refiner=args.refiner)
+    solver = SolverOptions(tensor=args.tensor, method=args.method, eigensolver=args.eigensolver,
+                           restarts=args.restarts, iters=args.iters)
+    model = fit_lda(args.corpus, args.k, alpha0=args.alpha0, model=args.model, refine=args.refine,
+                    refiner=args.refiner, eta=args.eta, vocab=args.vocab, vocab_size=args.vocab_size, seed=args.seed,
+                    coherence=not args.no_coherence, out=args.out, overwrite=args.overwrite,
+                    progress=not args.no_progress, privacy=privacy_of(args), solver=solver, cluster=cluster_of(args))
     elapsed = time.perf_counter() - t0
     print(model.format_top_words(), end="")
     t = model.info.get("timings_s")
@@ -161,7 +156,7 @@ def run(args) -> int:
         took = f"{elapsed:.2f}s in all; wall times are not saved in a private model.json"
     print(f"wrote {args.out}  ({used} documents; {took})")
     pv = model.info["privacy"]
-    if "epsilon" in pv:
+    if pv.get("epsilon") is not None:
         status = ("private" if pv["private"]
                   else f"NOT private ({'; '.join(pv.get('not_private_because') or [pv['guarantee']])})")
         print(f"privacy: {status}; epsilon = {pv['epsilon']:.4g} at delta = {pv['delta']:.3g} "
@@ -169,13 +164,42 @@ def run(args) -> int:
     return 0
 
 
-def backend_of(args) -> str:
-    """``--local`` → ``"local"``, ``--ray`` → ``"ray"``, neither → ``"auto"`` (:func:`distdp.api.auto_backend`)."""
-    return "local" if args.local else ("ray" if args.ray else "auto")
+#: fit-lda's private flags (argparse dest: flag, default), refused without --epsilon.
+PRIVATE_FLAGS = {"delta": ("--delta", None), "mechanism": ("--mechanism", "auto"),
+                 "declared_bounds": ("--declared-bounds", None), "unmix": ("--unmix", None),
+                 "refine_budget": ("--refine-budget", None), "length_cap": ("--length-cap", 100),
+                 "working_vocab": ("--working-vocab", None), "whitening": ("--whitening", None),
+                 "reproducible": ("--reproducible", False), "public_corpus": ("--public-corpus", None),
+                 "vocab_public": ("--vocab-public", False)}
 
 
-def _open_kw(args) -> dict:
-    return {"workers": args.workers, "address": args.address, "backend": backend_of(args)}
+def privacy_of(args):
+    """The :class:`~distdp.lda.private.options.PrivacyOptions` of ``fit-lda``'s flags; None without ``--epsilon``.
+
+    Raises
+    ------
+    ValueError
+        ``--epsilon`` without ``--delta``, or a private flag without ``--epsilon``, naming the flags.
+    """
+    from distdp.api import PrivacyOptions
+
+    if args.epsilon is None:
+        given = [flag for dest, (flag, default) in PRIVATE_FLAGS.items() if getattr(args, dest) != default]
+        if given:
+            raise ValueError(f"{', '.join(given)}: private fits only (give --epsilon and --delta)")
+        return None
+    if args.delta is None:
+        raise ValueError("--delta is required with --epsilon (the δ of the (ε, δ) guarantee, below 1/N)")
+    return PrivacyOptions(epsilon=args.epsilon, **{dest: getattr(args, dest) for dest in PRIVATE_FLAGS})
+
+
+def cluster_of(args):
+    """``--workers``, ``--address`` and ``--local`` / ``--ray`` (neither: ``auto``, :func:`distdp.api.auto_backend`)
+    as :class:`~distdp.api.ClusterOptions`."""
+    from distdp.api import ClusterOptions
+
+    return ClusterOptions(backend="local" if args.local else ("ray" if args.ray else "auto"), address=args.address,
+                          workers=args.workers)
 
 
 def _load(args):
@@ -188,7 +212,7 @@ def run_transform(args) -> int:
     """Write θ for every document."""
     from distdp.api import transform
 
-    mix = transform(_load(args), args.corpus, out=args.out, overwrite=args.overwrite, **_open_kw(args))
+    mix = transform(_load(args), args.corpus, out=args.out, overwrite=args.overwrite, cluster=cluster_of(args))
     empty = int((mix.status == "empty").sum())
     print(f"wrote {args.out}: {len(mix.theta)} documents ({empty} with no in-vocabulary word: θ = prior mean)")
     return 0
@@ -199,7 +223,7 @@ def run_coherence(args) -> int:
     from distdp.api import coherence
 
     model = _load(args)
-    res = coherence(model, args.corpus, top_n=args.top_n, **_open_kw(args))
+    res = coherence(model, args.corpus, top_n=args.top_n, cluster=cluster_of(args))
     cv = res["c_v"]
     for i, (v, c, words) in enumerate(zip(res["per_topic"], cv["per_topic"], model.top_words(args.top_n))):
         print(f"topic {i:3d}  NPMI={v:+.4f}  C_V={c:.4f}  " + " ".join(words))
@@ -213,6 +237,6 @@ def run_export(args) -> int:
     """Write the pyLDAvis arrays."""
     from distdp.api import export
 
-    export(_load(args), args.corpus, args.out, overwrite=args.overwrite, **_open_kw(args))
+    export(_load(args), args.corpus, args.out, overwrite=args.overwrite, cluster=cluster_of(args))
     print(f"wrote {args.out} (open with pyLDAvis.prepare; see distdp.api.export)")
     return 0

@@ -1,11 +1,14 @@
 """Input, gradient and output perturbation for tensor completion (paper §4.2–4.4), and their privacy reports.
 
-Neighbouring datasets, for every mechanism here: two tensors that differ in
+Neighbouring datasets, for every mechanism here:
+:data:`~distdp.privacy.neighbours.CHANGE_ONE_ENTRY`, two tensors that differ in
 the value of one observed entry (paper Thm. 2 proof: "differing at only
 element x_pqr"). The observation set Ω, the train/test split and the tensor
 shape are public. Each mechanism returns what it released and a
-:class:`PrivacyReport` that says what is guaranteed, under which
-assumptions, and what is a reproduction of the paper only.
+:class:`~distdp.privacy.report.PrivacyReport` that says what is guaranteed,
+under which assumptions, and what is a reproduction of the paper only; its
+``details`` hold ``paper_claim`` (what the paper claims for a reproduced
+mechanism, not endorsed, or None) and ``noise`` (the mechanism's parameters).
 
 The optional projection of the SGD iterates onto public balls
 (:func:`distdp.completion.sgd.project`) is post-processing of the released
@@ -23,76 +26,36 @@ assumptions.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, replace
-from typing import Optional
+from dataclasses import replace
 
 import numpy as np
 
 from dp_accounting import dp_event as dpe
 
 from distdp.privacy import accounting
-from distdp.privacy.ledger import Release
+from distdp.privacy.ledger import PrivacyLedger
 from distdp.privacy.mechanisms import add_laplace, check_delta, check_epsilon, l2_vector_noise
+from distdp.privacy.neighbours import CHANGE_ONE_ENTRY
+from distdp.privacy.releases import PrivateReleases
+from distdp.privacy.report import PrivacyReport
 
-NEIGHBOURS = ("two datasets differ in the value of one observed entry; the observation set Ω, the train/test "
-              "split and the tensor shape are public")
+__all__ = ["PERTURBATIONS", "PrivacyReport", "covered_fields", "input_perturbation", "input_report",
+           "dpsgd_noise_multiplier", "dpsgd_report", "paper_gradient_report", "output_sensitivity",
+           "output_perturbation", "output_report", "mark_seeded", "none_report", "check_bounds"]
+
 PERTURBATIONS = ("none", "input", "gradient", "gradient-paper", "output")
 
+#: ``accounting`` of the paper's reproduced mechanisms.
+NO_ACCOUNTING = "none: a reproduction of the paper's mechanism, recorded as NonPrivateDpEvent"
 
-@dataclass(frozen=True)
-class PrivacyReport:
-    """The privacy statement of one fit.
 
-    Attributes
-    ----------
-    perturbation : str
-        One of :data:`PERTURBATIONS`.
-    private : bool
-        True only when a DP guarantee is claimed (sound mechanism, declared
-        bounds where needed, noise from OS entropy).
-    epsilon, delta : float or None
-        The guarantee claimed (None when ``private`` is False).
-    paper_claim : str or None
-        What the paper claims for a reproduced mechanism (not endorsed).
-    neighbours : str
-    assumptions : tuple of str
-        What the guarantee rests on.
-    not_private_because : tuple of str
-        Why no guarantee is claimed (empty when ``private``).
-    not_covered : tuple of str
-        Reported quantities the guarantee does not cover, each as
-        ``"<path in report.json>: why"`` (e.g. ``"test_rmse: ..."``,
-        ``"convergence.objective: ..."``). Every other field of the report is
-        public or a post-processing of the noisy release.
-    noise : dict
-        Mechanism parameters (sensitivity, noise scale, ...).
-    ledger : tuple of dict
-        Every release: mechanism, sensitivity, noise scale, count, (ε, δ).
-    not_released : tuple of str
-        Diagnostics computed from the private values without noise that a
-        fit under this mechanism leaves out of its report (so that they need
-        no coverage), as ``"<path>: what"``.
-    """
-
-    perturbation: str
-    private: bool
-    epsilon: Optional[float]
-    delta: Optional[float]
-    paper_claim: Optional[str]
-    neighbours: str
-    assumptions: tuple
-    not_private_because: tuple
-    not_covered: tuple
-    noise: dict = field(default_factory=dict)
-    ledger: tuple = ()
-    not_released: tuple = ()
-
-    def to_dict(self) -> dict:
-        """JSON-ready dictionary."""
-        d = asdict(self)
-        for key in ("assumptions", "not_private_because", "not_covered", "ledger", "not_released"):
-            d[key] = list(d[key])
-        return d
+def _ledger(private: bool, stage: str, mechanism: str, sensitivity, noise_scale, count: int, event, note: str,
+            sampler: str) -> PrivacyLedger:
+    """A ledger holding the one release of a completion mechanism (its noise drawn by the fit)."""
+    ledger = PrivacyLedger(private=private)
+    PrivateReleases(ledger, None, CHANGE_ONE_ENTRY).record(stage, mechanism, sensitivity, noise_scale, count, event,
+                                                          note, sampler)
+    return ledger
 
 
 def covered_fields(report: dict) -> dict:
@@ -102,7 +65,7 @@ def covered_fields(report: dict) -> dict:
     ----------
     report : dict
         A completion report; ``report["privacy"]["not_covered"]`` lists
-        ``"<path>: why"`` entries (:class:`PrivacyReport`).
+        ``"<path>: why"`` entries (:class:`~distdp.privacy.report.PrivacyReport`).
 
     Returns
     -------
@@ -170,21 +133,23 @@ def input_report(epsilon: float, bounds, n_train: int, bounds_declared: bool, cl
         "the value bounds were computed from the private data (min/max): the sensitivity, and the bounds "
         "themselves, leak information; declare public bounds to get a guarantee",)
     return PrivacyReport(
-        perturbation="input", private=bounds_declared, epsilon=float(epsilon) if bounds_declared else None,
-        delta=0.0 if bounds_declared else None, paper_claim="Theorem 1: ε-DP",
-        neighbours=NEIGHBOURS,
+        private=bounds_declared, mechanism="input", neighbour=CHANGE_ONE_ENTRY,
+        epsilon=float(epsilon) if bounds_declared else None, delta=0.0 if bounds_declared else None,
+        requested_epsilon=float(epsilon),
+        accounting="pure ε-DP: the Laplace mechanism (paper Lemma 1), one release per entry, parallel composition",
         assumptions=(f"declared public value bounds [{lo}, {hi}]; values are clamped to them before the noise",
                      "each training value gets its own Laplace noise; one value changes one coordinate by "
                      f"≤ Δ₁ = {hi - lo} (parallel composition over entries)",
                      "the fit (ALS or SGD) on the noisy values is post-processing"),
         not_private_because=reasons,
         not_covered=("test_rmse: computed from the held-out private values without noise",),
-        noise={"mechanism": "laplace", "sensitivity_l1": hi - lo, "scale": (hi - lo) / epsilon,
-               "clamp_noisy": clamp_noisy, "sampler": sampler},
-        ledger=(Release("input_values", "laplace", hi - lo, (hi - lo) / epsilon, n_train,
-                        accounting.laplace_event(1.0 / epsilon), NEIGHBOURS,
-                        "one Laplace release per training entry; a neighbour changes one of them, so the "
-                        "releases compose in parallel: one event", sampler).to_dict(),))
+        ledger=_ledger(bounds_declared, "input_values", "laplace", hi - lo, (hi - lo) / epsilon, n_train,
+                       accounting.laplace_event(1.0 / epsilon),
+                       "one Laplace release per training entry; a neighbour changes one of them, so the "
+                       "releases compose in parallel: one event", sampler),
+        details={"paper_claim": "Theorem 1: ε-DP",
+                 "noise": {"mechanism": "laplace", "sensitivity_l1": hi - lo, "scale": (hi - lo) / epsilon,
+                           "clamp_noisy": clamp_noisy, "sampler": sampler}})
 
 
 # ----------------------------------------------------------------------------- sound gradient perturbation (DP-SGD)
@@ -213,8 +178,9 @@ def dpsgd_report(noise_multiplier: float, clip: float, epochs: int, steps: int, 
     eps_rdp = accounting.epsilon(event, delta, "rdp")
     eps_exact = accounting.gaussian_composition_epsilon(noise_multiplier, int(epochs), delta)
     return PrivacyReport(
-        perturbation="gradient", private=True, epsilon=eps_pld, delta=float(delta), paper_claim=None,
-        neighbours=NEIGHBOURS,
+        private=True, mechanism="gradient", neighbour=CHANGE_ONE_ENTRY, epsilon=eps_pld, delta=float(delta),
+        requested_epsilon=target_epsilon, requested_delta=float(delta),
+        accounting="tight: privacy loss distributions (dp-accounting) of the composed Gaussian mechanisms",
         assumptions=(
             f"per-entry gradients of the data term (all blocks {blocks} jointly) clipped to "
             f"ℓ2 norm c = {clip}; replacing one value moves a clipped batch sum by ≤ Δ₂ = 2c",
@@ -232,13 +198,14 @@ def dpsgd_report(noise_multiplier: float, clip: float, epochs: int, steps: int, 
         not_private_because=(),
         not_covered=("test_rmse: computed from the held-out private values without noise",
                      "convergence.objective: computed from the private training values without noise"),
-        noise={"mechanism": "gaussian", "clip": clip, "sensitivity_l2": 2 * clip,
-               "noise_multiplier": noise_multiplier, "noise_std": noise_multiplier * 2 * clip,
-               "target_epsilon": target_epsilon, "epsilon_pld": eps_pld, "epsilon_rdp": eps_rdp,
-               "epsilon_exact": eps_exact},
-        ledger=(Release("sgd_steps", "gaussian", 2 * clip, noise_multiplier * 2 * clip, steps, event, NEIGHBOURS,
-                        f"{steps} noisy steps; an entry enters one step per pass, so the event is {epochs} "
-                        "composed Gaussian mechanisms", sampler).to_dict(),))
+        ledger=_ledger(True, "sgd_steps", "gaussian", 2 * clip, noise_multiplier * 2 * clip, steps, event,
+                       f"{steps} noisy steps; an entry enters one step per pass, so the event is {epochs} "
+                       "composed Gaussian mechanisms", sampler),
+        details={"paper_claim": None,
+                 "noise": {"mechanism": "gaussian", "clip": clip, "sensitivity_l2": 2 * clip,
+                           "noise_multiplier": noise_multiplier, "noise_std": noise_multiplier * 2 * clip,
+                           "target_epsilon": target_epsilon, "epsilon_pld": eps_pld, "epsilon_rdp": eps_rdp,
+                           "epsilon_exact": eps_exact}})
 
 
 # ----------------------------------------------------------------------------- paper gradient perturbation (Alg. 2)
@@ -247,9 +214,8 @@ def paper_gradient_report(clip: float, epsilon: float, steps: int, n_entries_see
                           sampler: str = "") -> PrivacyReport:
     """Report of the paper's Alg. 2: a reproduction, no guarantee claimed (``sampler`` as in :func:`input_report`)."""
     return PrivacyReport(
-        perturbation="gradient-paper", private=False, epsilon=None, delta=None,
-        paper_claim=f"Theorem 2: ε-DP with ε = {epsilon}, Δ = 2m = {2 * clip} (not endorsed)",
-        neighbours=NEIGHBOURS,
+        private=False, mechanism="gradient-paper", neighbour=CHANGE_ONE_ENTRY, requested_epsilon=epsilon,
+        accounting=NO_ACCOUNTING,
         assumptions=(f"paper Alg. 2 as printed: ∇_c_k f clipped to m = {clip}, a fresh noise vector of density "
                      f"∝ exp(−ε‖n‖/Δ), Δ = 2m, added for every entry visit ({n_entries_seen} draws)",),
         not_private_because=(
@@ -260,12 +226,13 @@ def paper_gradient_report(clip: float, epsilon: float, steps: int, n_entries_see
             "releases information, and the budget does not grow with the number of iterations in the proof",
             "the theory's Δ = 2L needs an L-Lipschitz objective in C, which (7) is not (squared loss)"),
         not_covered=("everything: this is a reproduction of the paper's mechanism",),
-        noise={"mechanism": "l2-vector", "clip": clip, "sensitivity_l2": 2 * clip, "epsilon_per_draw": epsilon,
-               "scale": 2 * clip / epsilon},
-        ledger=(Release("sgd_steps_C", "l2-vector", 2 * clip, 2 * clip / epsilon, n_entries_seen,
-                        dpe.NonPrivateDpEvent(), NEIGHBOURS,
-                        f"paper Alg. 2; the paper claims ε = {epsilon} for the whole run; A, B, G are released "
-                        "without noise, hence NonPrivateDpEvent", sampler).to_dict(),))
+        ledger=_ledger(False, "sgd_steps_C", "l2-vector", 2 * clip, 2 * clip / epsilon, n_entries_seen,
+                       dpe.NonPrivateDpEvent(),
+                       f"paper Alg. 2; the paper claims ε = {epsilon} for the whole run; A, B, G are released "
+                       "without noise, hence NonPrivateDpEvent", sampler),
+        details={"paper_claim": f"Theorem 2: ε-DP with ε = {epsilon}, Δ = 2m = {2 * clip} (not endorsed)",
+                 "noise": {"mechanism": "l2-vector", "clip": clip, "sensitivity_l2": 2 * clip,
+                           "epsilon_per_draw": epsilon, "scale": 2 * clip / epsilon}})
 
 
 # ----------------------------------------------------------------------------- output perturbation (Alg. 3)
@@ -285,9 +252,8 @@ def output_report(epsilon: float, sensitivity: float, passes: int, lipschitz: fl
                   n_rows: int, sampler: str = "") -> PrivacyReport:
     """Report of the paper's Alg. 3: a reproduction, no guarantee claimed (``sampler`` as in :func:`input_report`)."""
     return PrivacyReport(
-        perturbation="output", private=False, epsilon=None, delta=None,
-        paper_claim=f"Theorem 3: ε-DP with ε = {epsilon}, Δ = 2τLη = {sensitivity:.6g} (not endorsed)",
-        neighbours=NEIGHBOURS,
+        private=False, mechanism="output", neighbour=CHANGE_ONE_ENTRY, requested_epsilon=epsilon,
+        accounting=NO_ACCOUNTING,
         assumptions=(f"τ = {passes} passes, L = {lipschitz} (user-chosen: the paper never gives L), η = {lr}",
                      f"one noise vector per row of C ({n_rows} rows), density ∝ exp(−ε‖n‖/Δ)"),
         not_private_because=(
@@ -297,11 +263,12 @@ def output_report(epsilon: float, sensitivity: float, passes: int, lipschitz: fl
             "A, B and G are released without noise",
             "the noise is added to all rows with one ε each and the rows are not composed"),
         not_covered=("everything: this is a reproduction of the paper's mechanism",),
-        noise={"mechanism": "l2-vector", "sensitivity_l2": sensitivity, "scale": sensitivity / epsilon,
-               "lipschitz": lipschitz},
-        ledger=(Release("output_C", "l2-vector", sensitivity, sensitivity / epsilon, n_rows, dpe.NonPrivateDpEvent(),
-                        NEIGHBOURS, f"paper Alg. 3; the paper claims ε = {epsilon}; the premises of its Lemma 3 "
-                        "fail and A, B, G are released without noise, hence NonPrivateDpEvent", sampler).to_dict(),))
+        ledger=_ledger(False, "output_C", "l2-vector", sensitivity, sensitivity / epsilon, n_rows,
+                       dpe.NonPrivateDpEvent(), f"paper Alg. 3; the paper claims ε = {epsilon}; the premises of its "
+                       "Lemma 3 fail and A, B, G are released without noise, hence NonPrivateDpEvent", sampler),
+        details={"paper_claim": f"Theorem 3: ε-DP with ε = {epsilon}, Δ = 2τLη = {sensitivity:.6g} (not endorsed)",
+                 "noise": {"mechanism": "l2-vector", "sensitivity_l2": sensitivity, "scale": sensitivity / epsilon,
+                           "lipschitz": lipschitz}})
 
 
 def mark_seeded(report: PrivacyReport, seed) -> PrivacyReport:
@@ -314,10 +281,9 @@ def mark_seeded(report: PrivacyReport, seed) -> PrivacyReport:
 
 def none_report() -> PrivacyReport:
     """Report of a non-private fit."""
-    return PrivacyReport(perturbation="none", private=False, epsilon=None, delta=None, paper_claim=None,
-                         neighbours=NEIGHBOURS, assumptions=(),
+    return PrivacyReport(private=False, mechanism="none", neighbour=CHANGE_ONE_ENTRY,
                          not_private_because=("no perturbation: the factors are fitted to the raw values",),
-                         not_covered=("everything",))
+                         not_covered=("everything",), details={"paper_claim": None, "noise": {}})
 
 
 def check_bounds(bounds, name: str = "bounds") -> tuple[float, float]:

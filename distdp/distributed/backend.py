@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import ray
@@ -28,6 +28,21 @@ import ray
 from distdp.io.corpus import Unit, read_doc_ids, read_units
 
 DEFAULT_RESTARTS = 4
+
+
+def method_name(method: Callable) -> str:
+    """The name of a shard method given as a function of its class (``Shard.m2_product`` → ``"m2_product"``).
+
+    Raises
+    ------
+    TypeError
+        ``method`` is not a function (a method's name as a string is refused: call sites name the method
+        itself, so that a renamed or missing method fails where it is referenced).
+    """
+    if isinstance(method, str) or not callable(method) or not hasattr(method, "__name__"):
+        raise TypeError(f"a shard method is given as a function of the shard class (Shard.m2_product), "
+                        f"got {method!r}")
+    return method.__name__
 
 
 @ray.remote
@@ -52,9 +67,9 @@ class ShardActor:
         return {"n_docs": self.shard.n_total, "nnz": int(self.shard.counts.nnz), "read_s": self.t_read,
                 "pid": os.getpid(), "node": ray.get_runtime_context().get_node_id()}
 
-    def call(self, method: str, *args: Any):
-        """Run ``<shard>.<method>(*args)``."""
-        return getattr(self.shard, method)(*args)
+    def call(self, name: str, *args: Any):
+        """Run ``<shard>.<name>(*args)`` (the driver sends the method's name, :func:`method_name`)."""
+        return getattr(self.shard, name)(*args)
 
     def peak_rss_bytes(self) -> int:
         """Peak resident memory of this actor's process."""
@@ -129,19 +144,23 @@ class RayBackend:
                 raise exc.cause from None
             raise
 
-    def call(self, method: str, *args: Any) -> list:
+    def call(self, method: Callable, *args: Any) -> list:
         """Run ``<shard>.<method>(*args)`` on every actor in one round; results in shard order.
 
-        The bytes of array payload returned per round are recorded in ``traffic[method]``.
+        ``method`` is a method of the hosted shard class (``Shard.m2_product``); the actors look it up by name
+        on their shard, so a subclass's override runs. The bytes of array payload returned per round are
+        recorded in ``traffic[<method name>]``.
         """
-        out = self._get([a.call.remote(method, *args) for a in self.actors])
-        self.traffic.setdefault(method, []).append(sum(payload_nbytes(r) for r in out))
+        name = method_name(method)
+        out = self._get([a.call.remote(name, *args) for a in self.actors])
+        self.traffic.setdefault(name, []).append(sum(payload_nbytes(r) for r in out))
         return out
 
-    def call_each(self, method: str, args: list) -> list:
+    def call_each(self, method: Callable, args: list) -> list:
         """Run ``<shard>.<method>(*args[i])`` on actor i in one round; results in shard order."""
-        out = self._get([a.call.remote(method, *x) for a, x in zip(self.actors, args)])
-        self.traffic.setdefault(method, []).append(sum(payload_nbytes(r) for r in out))
+        name = method_name(method)
+        out = self._get([a.call.remote(name, *x) for a, x in zip(self.actors, args)])
+        self.traffic.setdefault(name, []).append(sum(payload_nbytes(r) for r in out))
         return out
 
     def broadcast(self, value: Any) -> Any:

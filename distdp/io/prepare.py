@@ -832,7 +832,8 @@ def read_prepare_json(corpus: str | Path) -> dict | None:
 def vocabulary_provenance(meta: dict | None) -> str:
     """Where a corpus's vocabulary came from, as its ``prepare.json`` (``meta``, or None) records it.
 
-    ``"dp"``: selected from the text with DP (``vocabulary_privacy`` holds its ``release``);
+    ``"dp"``: selected from the text with DP (``vocabulary_privacy`` holds its release: the report's
+    ``ledger``, or ``release`` in a ``prepare.json`` written before the report had a ledger);
     ``"built"``: chosen from the text without DP (``vocab_from_private_data`` true);
     ``"public"``: a vocabulary file given to ``prepare`` (``vocab_from_private_data`` false);
     ``"unknown"``: no ``prepare.json`` (a corpus written by another tool, or copied without it), or one
@@ -840,7 +841,8 @@ def vocabulary_provenance(meta: dict | None) -> str:
     """
     if not meta:
         return "unknown"
-    if "release" in (meta.get("vocabulary_privacy") or {}):
+    vp = meta.get("vocabulary_privacy") or {}
+    if vp.get("ledger") or "release" in vp:
         return "dp"
     flag = meta.get("vocab_from_private_data")
     if flag is True:

@@ -12,6 +12,7 @@ import numpy as np
 
 from distdp.lda import moments, refine
 from distdp.lda.refine import CooccurrencePartial
+from distdp.lda.shard import Shard
 
 #: gensim's ε in its direct confirmation measures (``gensim.topic_coherence.direct_confirmation_measure.EPSILON``).
 EPSILON = 1e-12
@@ -154,7 +155,7 @@ def coherence_on(backend, topic_word: np.ndarray, top_n: int = COHERENCE_TOP_N) 
     """
     top = np.argsort(-topic_word, axis=1, kind="stable")[:, :top_n]
     words = np.unique(top)
-    stats = moments.sum_partials(backend.call("cooccurrence", words))
+    stats = moments.sum_partials(backend.call(Shard.cooccurrence, words))
     npmi = refine.npmi(top, stats, words)
     cv = c_v(top, stats, words)
     return {"mean": float(npmi.mean()), "per_topic": npmi, "top_n": top_n,

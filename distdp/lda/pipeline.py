@@ -34,6 +34,7 @@ import numpy as np
 from distdp import lda
 from distdp.lda import gibbs, moments, refine, whitening
 from distdp.lda.moments import sum_partials
+from distdp.lda.shard import Shard
 from distdp.tensor.power import default_n_restarts, robust_power_method, simultaneous_power_method
 
 
@@ -81,13 +82,20 @@ EDGES = ("m2_whitening", "whitened_tensor", "tensor_apply", "decomposition", "ou
 
 
 class Backend(Protocol):
-    """Where the shards live. ``call`` returns one result per shard, in shard order."""
+    """Where the shards live. ``call`` returns one result per shard, in shard order.
+
+    ``method`` is a method of the shard class, given as the function itself
+    (``Shard.m2_product``), never as a string: a renamed or missing method then
+    fails where it is referenced. Each shard runs its own class's method of
+    that name, so a subclass's override (:class:`distdp.lda.private.shard.PrivateShard`)
+    runs where it exists.
+    """
 
     n_shards: int
 
-    def call(self, method: str, *args: Any) -> list: ...
+    def call(self, method: Callable, *args: Any) -> list: ...
 
-    def call_each(self, method: str, args: list) -> list: ...
+    def call_each(self, method: Callable, args: list) -> list: ...
 
     def broadcast(self, value: Any) -> Any: ...
 
@@ -111,13 +119,13 @@ class LocalBackend:
         self.n_shards = len(self.shards)
         self.cores_per_shard = max(1, usable_cores() // max(self.n_shards, 1))
 
-    def call(self, method: str, *args: Any) -> list:
-        """Run ``Shard.<method>(*args)`` on every shard, in order."""
-        return [getattr(s, method)(*args) for s in self.shards]
+    def call(self, method: Callable, *args: Any) -> list:
+        """Run ``<shard>.<method>(*args)`` on every shard, in order."""
+        return [getattr(s, method.__name__)(*args) for s in self.shards]
 
-    def call_each(self, method: str, args: list) -> list:
-        """Run ``Shard.<method>(*args[i])`` on shard i, in order."""
-        return [getattr(s, method)(*a) for s, a in zip(self.shards, args)]
+    def call_each(self, method: Callable, args: list) -> list:
+        """Run ``<shard>.<method>(*args[i])`` on shard i, in order."""
+        return [getattr(s, method.__name__)(*a) for s, a in zip(self.shards, args)]
 
     def broadcast(self, value: Any) -> Any:
         """In-process, a broadcast value is the value itself."""
@@ -125,13 +133,26 @@ class LocalBackend:
 
 
 class NonPrivate:
-    """The identity release: nothing is added at any edge."""
+    """The identity release: nothing is added at any edge, and nothing is clipped on the shards.
+
+    A release object (``releases``) is what a coordinator loop asks at each
+    edge of :data:`EDGES`: ``release(edge, value)`` returns what may leave,
+    and ``e_step_args(lam, backend)`` the per-document clipping the shards
+    apply before their EM statistics are summed (:func:`refine_em`). Private
+    EM is :func:`refine_em` with a noisy release
+    (:class:`distdp.lda.private.pipeline.NoisyEMRelease`).
+    """
 
     private = False
 
     def release(self, edge: str, value):
         """Return ``value`` unchanged."""
         return value
+
+    def e_step_args(self, lam: np.ndarray, backend) -> tuple:
+        """The E-step's ``(norm_cap, scales, relative_tol)``: no clipping; documents converge relative to their
+        length (:meth:`distdp.lda.shard.Shard.e_step`)."""
+        return None, None, True
 
 
 @dataclass(frozen=True)
@@ -286,7 +307,7 @@ def fit_spectral(backend: Backend, vocab_size: int, params: SpectralParams, rng:
 
     with st.timed("pass1_stats"):
         omega0 = rng.standard_normal((d, p)) if params.eigensolver != "dense" else np.zeros((d, 1))
-        fp = sum_partials(backend.call("first_pass", backend.broadcast(omega0)))
+        fp = sum_partials(backend.call(Shard.first_pass, backend.broadcast(omega0)))
     st.step("pass1_stats")
     N = fp.n_used
     if N < max(3, k + 1):
@@ -301,7 +322,7 @@ def fit_spectral(backend: Backend, vocab_size: int, params: SpectralParams, rng:
         partial = not getattr(releases, "private", True)    # a private release decides on k itself
         if params.eigensolver != "dense":
             def apply(Q):
-                out = m2_times(sum_partials(backend.call("m2_product", backend.broadcast(Q), q_scale)), Q)
+                out = m2_times(sum_partials(backend.call(Shard.m2_product, backend.broadcast(Q), q_scale)), Q)
                 st.step("whitening")
                 return out
             solve = whitening.lobpcg_top_eigh if params.eigensolver == "lobpcg" else whitening.randomized_top_eigh
@@ -309,7 +330,7 @@ def fit_spectral(backend: Backend, vocab_size: int, params: SpectralParams, rng:
             fp, omega0 = dataclasses.replace(fp, m2=None), None     # d×p arrays not needed from here on
             wh = solve(apply, first, k, params.eig_iters, params.eig_tol, partial=partial)
         else:
-            dense = m2_times(sum_partials(backend.call("m2_dense")), np.eye(d))
+            dense = m2_times(sum_partials(backend.call(Shard.m2_dense)), np.eye(d))
             st.step("whitening")
             wh = whitening.dense_top_eigh(dense, k, partial=partial)
     m = len(wh.eigenvalues)        # topics M2 supports: k, or fewer (the rest are filled by the caller)
@@ -320,7 +341,7 @@ def fit_spectral(backend: Backend, vocab_size: int, params: SpectralParams, rng:
     key = matrix_key(W)
 
     with st.timed("whitened_tensor"):
-        tp = sum_partials(backend.call("tensor_partial", W_ref, weights, not implicit, key))
+        tp = sum_partials(backend.call(Shard.tensor_partial, W_ref, weights, not implicit, key))
         wt = moments.WhitenedTensor(W, tp, fp.m1_sum, weights)
     st.step("whitened_tensor")
 
@@ -371,7 +392,7 @@ class _ImplicitTensor:
 
     def apply(self, U: np.ndarray) -> np.ndarray:
         """``T(I, u_l, u_l)`` for every column of ``U`` (k×L)."""
-        data = sum_partials(self.backend.call("cube_apply", self.W_ref, self.weights, U, self.key))
+        data = sum_partials(self.backend.call(Shard.cube_apply, self.W_ref, self.weights, U, self.key))
         self.calls += 1
         self.stages.step("power_iteration", self.calls, 0)
         return self.releases.release("tensor_apply", data + self.wt.correction_apply(U))
@@ -425,10 +446,13 @@ def refine_em(backend: Backend, topic_word: np.ndarray, alpha: np.ndarray, n_tok
     """Batch variational EM started from spectral topics (:mod:`distdp.lda.refine`).
 
     Per iteration: broadcast ``exp E[log β]`` (k×d), every shard runs the
-    E-step on its documents (warm-started from its previous γ) and returns
-    its k×d statistics, its part of the bound and ``Σ_n E[log θ_n]``; the
-    coordinator sums them, releases the sum once, and sets
-    ``λ = η + Ê_β ∘ Σ``. Traffic per iteration is O(k·d) per shard, whatever
+    E-step on its documents (warm-started from its previous γ; each
+    document's statistic clipped as ``releases.e_step_args`` says) and
+    returns its k×d statistics, its part of the bound and ``Σ_n E[log θ_n]``;
+    the coordinator sums them, releases the sum once
+    (``releases.release("em_sstats", ·)``), and sets ``λ = η + Ê_β ∘ Σ``.
+    A private release (``releases.private``) keeps the bound and the inner
+    iteration counts on the shards: ``elbo`` and ``inner_iterations`` stay empty. Traffic per iteration is O(k·d) per shard, whatever
     the number of documents; shard work is O(nnz·k) per inner iteration. A
     document's E-step stops at ``tol`` relative to its length
     (:func:`distdp.lda.refine.e_step`'s ``relative_tol``).
@@ -446,6 +470,9 @@ def refine_em(backend: Backend, topic_word: np.ndarray, alpha: np.ndarray, n_tok
     """
     check_em_args(n_iter, eta)
     releases = releases or NonPrivate()
+    if releases.private and (learn_alpha or stop_tol is not None):
+        raise ValueError("a private EM release fixes α and the number of iterations (learn_alpha and stop_tol "
+                         "read unreleased statistics)")
     alpha = np.asarray(alpha, dtype=np.float64)
     lam = refine.init_lambda(topic_word, alpha, n_tokens, eta)
     key = time.time_ns()  # names this EM run in the shards' γ caches
@@ -454,11 +481,12 @@ def refine_em(backend: Backend, topic_word: np.ndarray, alpha: np.ndarray, n_tok
         t0 = time.perf_counter()
         elog = refine.dirichlet_expectation(lam)
         eeb = np.exp(elog)
-        parts = backend.call("e_step", backend.broadcast(eeb), backend.broadcast(elog), alpha, key, max_inner, tol,
-                             None, None, True)          # documents converge relative to their length
+        parts = backend.call(Shard.e_step, backend.broadcast(eeb), backend.broadcast(elog), alpha, key, max_inner, tol,
+                             *releases.e_step_args(lam, backend))
         sstats = eeb * sum_partials([p[0] for p in parts])
-        elbo.append(float(sum(p[1] for p in parts) + refine.topic_bound(lam, eta)))
-        inner.append(int(max(p[3] for p in parts)))
+        if not releases.private:
+            elbo.append(float(sum(p[1] for p in parts) + refine.topic_bound(lam, eta)))
+            inner.append(int(max(p[3] for p in parts)))
         lam = eta + releases.release("em_sstats", sstats)
         if learn_alpha:
             alpha = refine.update_alpha(alpha, sum_partials([p[4] for p in parts]), sum(p[2] for p in parts))
@@ -556,14 +584,14 @@ def refine_gibbs(backend: Backend, topic_word: np.ndarray, alpha: np.ndarray, n_
     t0 = time.perf_counter()
     # floored: a word no spectral topic gives weight still draws a topic ∝ n_dk + α_k
     phi = backend.broadcast(np.ascontiguousarray(np.maximum(topic_word, 1e-12).T))
-    nwk = gibbs.add_counts(backend.call_each("gibbs_start", [(key, phi, alpha, s, threads) for s in seeds]))
+    nwk = gibbs.add_counts(backend.call_each(Shard.gibbs_start, [(key, phi, alpha, s, threads) for s in seeds]))
     secs, trace, restarts = [time.perf_counter() - t0], [], 0
     for t in range(1, n_sweeps + 1):
         t0 = time.perf_counter()
         hist = t % alpha_every == 0 or t == n_sweeps
         sweep_seeds = [np.random.SeedSequence(entropy, spawn_key=(i, t)) for i in range(backend.n_shards)]
         ref = backend.broadcast(gibbs.compact_counts(nwk))
-        parts = backend.call_each("gibbs_sweep", [(key, ref, alpha, eta, s, threads, hist) for s in sweep_seeds])
+        parts = backend.call_each(Shard.gibbs_sweep, [(key, ref, alpha, eta, s, threads, hist) for s in sweep_seeds])
         nwk = gibbs.add_counts([p[0] for p in parts])
         restarts += sum(bool(p[2]) for p in parts)
         if hist:

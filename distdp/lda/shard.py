@@ -123,13 +123,14 @@ class Shard:
         Y = self._project(W, key)
         return moments.cube_apply_partial(self.counts, Y, weights, U)
 
-    def on_columns(self, columns: np.ndarray, key, method: str, *args):
-        """``Shard.<method>(*args)`` on the documents restricted to ``columns`` (a working vocabulary).
+    def on_columns(self, columns: np.ndarray, key, method, *args):
+        """``<shard>.<method>(*args)`` on the documents restricted to ``columns`` (a working vocabulary);
+        ``method`` is a method of the shard class (``Shard.m2_product``), run by name on the restricted shard.
 
         The restricted shard is built once per ``key`` and rebuilt after an
         actor restart, so the caller needs no state on the shard.
         """
-        return getattr(self._columns_view(columns, key), method)(*args)
+        return getattr(self._columns_view(columns, key), method.__name__)(*args)
 
     def _columns_view(self, columns: np.ndarray, key) -> "Shard":
         if self._view is None or self._view[0] != key:

@@ -3,7 +3,8 @@
 The vocabulary of a corpus is information about the corpus: a word
 that occurs in one document only reveals that document. This module chooses
 the vocabulary from document frequencies with a DP mechanism (privacy unit:
-one document, replace-one neighbours, N public), pure numpy/scipy.
+one document: :data:`~distdp.privacy.neighbours.REPLACE_ONE_DOCUMENT`, N
+public), pure numpy/scipy.
 
 Mechanism (Gopi, Gulhane, Kulkarni, Shen, Shokouhi & Yekhanin 2020,
 "Differentially private set union", Gaussian policy with Δ0 = L0; Wilson,
@@ -88,17 +89,17 @@ import numpy as np
 from scipy import special
 
 from distdp.privacy import accounting, mechanisms
-from distdp.privacy.ledger import Release
+from distdp.privacy.ledger import PrivacyLedger, Release
+from distdp.privacy.neighbours import REPLACE_ONE_DOCUMENT
+from distdp.privacy.releases import PrivateReleases
+from distdp.privacy.report import PrivacyReport
 
 __all__ = ["VocabularySelection", "dp_select_vocabulary", "capped_document_frequency", "capped_pairs",
            "vocabulary_sensitivity", "selection_threshold", "exclusive_release_probability",
-           "word_hashes", "check_max_df", "max_df_limit", "MECHANISM", "NEIGHBOUR",
-           "DEFAULT_MAX_WORDS_PER_DOC"]
+           "word_hashes", "check_max_df", "max_df_limit", "MECHANISM", "DEFAULT_MAX_WORDS_PER_DOC"]
 
 #: Name of the mechanism in ledgers and ``prepare.json``.
 MECHANISM = "gaussian-threshold"
-#: Neighbour notion of the selection.
-NEIGHBOUR = "replace one document"
 #: Default public cap L0 on the distinct words a document contributes.
 DEFAULT_MAX_WORDS_PER_DOC = 100
 
@@ -348,15 +349,29 @@ class VocabularySelection:
         """δ of the selection alone (``delta_gaussian + delta_threshold`` = :attr:`delta`)."""
         return self.delta
 
+    def report(self) -> PrivacyReport:
+        """The selection's :class:`~distdp.privacy.report.PrivacyReport` (its ledger: :attr:`release`).
+
+        Details: the δ split, the cap, τ, σ, the sensitivity and the counts.
+        """
+        return PrivacyReport(
+            private=self.private, mechanism=MECHANISM, neighbour=REPLACE_ONE_DOCUMENT, epsilon=self.epsilon,
+            delta=self.delta, requested_epsilon=self.epsilon, requested_delta=self.delta,
+            accounting=("Gaussian noise calibrated to (epsilon, delta_gaussian); the threshold adds delta_threshold "
+                        "outside the event (Gopi et al. 2020; Wilson et al. 2020)"),
+            not_private_because=() if self.private else ("noise from a seeded (reproducible) generator",),
+            assumptions=(f"each document contributes to at most L0 = {self.max_words_per_doc} of its distinct words "
+                         "(a keyed hash chooses them from that document alone)",),
+            ledger=PrivacyLedger([self.release], self.private),
+            details={"delta_gaussian": self.delta_gaussian, "delta_threshold": self.delta_threshold,
+                     "max_words_per_doc": self.max_words_per_doc, "max_vocab": self.max_vocab,
+                     "threshold": self.threshold, "noise_sigma": self.sigma, "sensitivity": self.sensitivity,
+                     "n_candidates_released": self.n_candidates_released, "max_df": self.max_df,
+                     "n_above_max_df": self.n_above_max_df, "vocab_size": len(self.words)})
+
     def to_dict(self) -> dict:
-        """JSON-ready description (no noisy counts), as recorded in ``prepare.json``."""
-        return {"mechanism": MECHANISM, "epsilon": self.epsilon, "delta": self.delta,
-                "delta_gaussian": self.delta_gaussian, "delta_threshold": self.delta_threshold,
-                "max_words_per_doc": self.max_words_per_doc, "max_vocab": self.max_vocab,
-                "threshold": self.threshold, "noise_sigma": self.sigma, "sensitivity": self.sensitivity,
-                "n_candidates_released": self.n_candidates_released, "max_df": self.max_df,
-                "n_above_max_df": self.n_above_max_df, "vocab_size": len(self.words),
-                "neighbour": NEIGHBOUR, "private": self.private, "release": self.release.to_dict()}
+        """JSON-ready report (:meth:`report`; no noisy counts), as recorded in ``prepare.json``."""
+        return self.report().to_dict()
 
 
 def _check_selection_args(epsilon, delta, threshold_fraction, max_vocab) -> tuple[float, float, float, float]:
@@ -369,15 +384,14 @@ def _check_selection_args(epsilon, delta, threshold_fraction, max_vocab) -> tupl
     return epsilon, delta, delta - delta_thr, delta_thr
 
 
-def _release(sigma, sensitivity, multiplier, threshold, l0, delta_thr, private, sampler: str = "") -> Release:
-    note = (f"Gaussian partition selection of the vocabulary: each document contributes to ≤ L0 = {l0} distinct "
+def _note(sigma, threshold, l0, delta_thr, private) -> str:
+    """The ledger note of the selection's release."""
+    return (f"Gaussian partition selection of the vocabulary: each document contributes to ≤ L0 = {l0} distinct "
             f"words (df +1 each), Gaussian noise σ = {sigma:.6g} on the capped document frequencies of the words "
             f"present, words with noisy df > τ = {threshold:.6g} released, then the top max_vocab (post-processing). "
             f"The threshold adds delta_threshold = {delta_thr:.3g} that this Gaussian event does not contain: a fit "
             f"composing this release must add it to its delta (Gopi et al. 2020; Wilson et al. 2020)."
             + ("" if private else " Noise from a seeded generator: NOT private."))
-    return Release(stage="vocabulary", mechanism=MECHANISM, sensitivity=sensitivity, noise_scale=sigma, count=1,
-                   dp_event=accounting.gaussian_event(multiplier), neighbour=NEIGHBOUR, note=note, sampler=sampler)
 
 
 def dp_select_vocabulary(doc_of, word_of, words, *, epsilon: float, delta: float,
@@ -453,8 +467,9 @@ def dp_select_vocabulary(doc_of, word_of, words, *, epsilon: float, delta: float
     present = np.flatnonzero(df > 0)
     # the number of words present is private: the sampler and its lattice depend only on the public L0 (a
     # replace-one neighbour changes ≤ 2·L0 capped counts, which bounds the lattice's rounding in ℓ2)
-    noisy = mechanisms.add_gaussian(df[present], sigma, rng, n=2 * l0, method="lattice")
-    sampler = mechanisms.sampler_name(rng, "gaussian", 2 * l0, method="lattice")
+    releases = PrivateReleases(PrivacyLedger(private=private), rng, REPLACE_ONE_DOCUMENT)
+    noisy = releases.gaussian("vocabulary", df[present], sigma, sensitivity, multiplier=multiplier, n=2 * l0,
+                              method="lattice", mechanism=MECHANISM, note=_note(sigma, tau, l0, delta_thr, private))
     passed = noisy > tau
     cand, cand_noisy = present[passed], noisy[passed]
     n_released = int(cand.size)
@@ -464,8 +479,7 @@ def dp_select_vocabulary(doc_of, word_of, words, *, epsilon: float, delta: float
     names = np.asarray(words, dtype=object).astype(str)[cand]
     order = np.lexsort((names, -cand_noisy))[: (None if max_vocab is None else int(max_vocab))]
     return VocabularySelection(
-        words=[str(w) for w in names[order]], noisy_df=cand_noisy[order], release=_release(
-            sigma, sensitivity, multiplier, tau, l0, delta_thr, private, sampler),
+        words=[str(w) for w in names[order]], noisy_df=cand_noisy[order], release=releases.ledger.releases[-1],
         epsilon=epsilon, delta=delta, delta_gaussian=delta_g, delta_threshold=delta_thr,
         threshold=tau, sigma=sigma, sensitivity=sensitivity, max_words_per_doc=l0,
         max_vocab=None if max_vocab is None else int(max_vocab), n_candidates_released=n_released,

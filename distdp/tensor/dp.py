@@ -8,8 +8,9 @@ one with the largest *noisy* eigenvalue, deflation uses the noisy ``λ̂``, and
 ``R`` is fixed (no data-dependent stopping). Normalisation, selection and
 deflation are post-processing.
 
-Neighbour notions (:class:`Neighbour`)
---------------------------------------
+Neighbour notions (:class:`Neighbour`: a :class:`~distdp.privacy.neighbours.NeighbourRelation`
+and the sensitivities under it)
+--------------------------------------------------------------------------------------------------
 - ``"symmetric-entry"`` (paper Def. 4.2): ``T′ − T = ±symmetrize(e_i⊗e_j⊗e_k)``
   (the six permutations summed). ``Δ₁ = 6‖u‖∞²``, ``Δ₂ = 6‖u‖∞³``; both are
   exact (attained for ``i = j = k = argmax|u_i|``). Paper: ``ν = 6m``.
@@ -46,40 +47,61 @@ noise actually added (and RDP and the exact Gaussian-composition value).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Optional
+from dataclasses import dataclass
 
 import numpy as np
 
 from distdp.privacy import accounting as acct
 from distdp.privacy import mechanisms
-from distdp.privacy.ledger import PrivacyLedger, Release
+from distdp.privacy import neighbours as relations
+from distdp.privacy.ledger import PrivacyLedger
+from distdp.privacy.neighbours import NeighbourRelation
+from distdp.privacy.releases import PrivateReleases
+from distdp.privacy.report import PrivacyReport
 from distdp.tensor import power
 
 __all__ = ["Neighbour", "SYMMETRIC_ENTRY", "IMTIAZ_SARWATE", "replace_one_point", "resolve_neighbour",
            "GaussianReleaseNoise", "PrivacyReport", "private_power_method", "n_releases",
-           "noise_multiplier"]
+           "noise_multiplier", "MECHANISM"]
+
+#: The mechanism's name in privacy reports.
+MECHANISM = "dp-tensor-power-method"
 
 
 @dataclass(frozen=True)
 class Neighbour:
-    """A neighbour notion and the sensitivities of ``T(I,u,u)`` and ``T(u,u,u)`` under it.
+    """A neighbour relation and the sensitivities of ``T(I,u,u)`` and ``T(u,u,u)`` under it.
 
     Attributes
     ----------
-    name : str
+    relation : NeighbourRelation
+        The relation (:mod:`distdp.privacy.neighbours`).
     apply_coef, value_coef : float
         ``kind="entry"``: ``Δ₁(u) = apply_coef·‖u‖∞²``, ``Δ₂(u) = value_coef·‖u‖∞³``.
         ``kind="data"``: ``Δ₁ = apply_coef``, ``Δ₂ = value_coef`` for unit ``u``.
     kind : {"entry", "data"}
-    description : str
+    detail : str
+        What this instance of the bound assumes (e.g. the public ``n`` and clip bound).
+    variant : str
+        Which bound, when a relation has several (e.g. ``"whitened STM"``).
     """
 
-    name: str
+    relation: NeighbourRelation
     apply_coef: float
     value_coef: float
     kind: str
-    description: str
+    detail: str = ""
+    variant: str = ""
+
+    @property
+    def name(self) -> str:
+        """The relation's name, and the variant of the bound in parentheses."""
+        return self.relation.name + (f" ({self.variant})" if self.variant else "")
+
+    @property
+    def description(self) -> str:
+        """The relation's description, then :attr:`detail`."""
+        return self.relation.description + (f"; {self.detail}" if self.detail else "")
 
     def apply_sensitivity(self, U: np.ndarray) -> np.ndarray:
         """ℓ2 sensitivity of ``T(I,u,u)`` for every column of ``U``; shape (L,)."""
@@ -100,12 +122,8 @@ class Neighbour:
         return f"{self.apply_coef:.6g}", f"{self.value_coef:.6g}"
 
 
-SYMMETRIC_ENTRY = Neighbour("symmetric-entry", 6.0, 6.0, "entry",
-                            "T′ − T = ±symmetrize(e_i⊗e_j⊗e_k), all six permutations summed "
-                            "(Wang & Anandkumar 2016, Def. 4.2)")
-IMTIAZ_SARWATE = Neighbour("imtiaz-sarwate", 2.0, 2.0, "entry",
-                           "the neighbour notion of Imtiaz & Sarwate (2018), under which "
-                           "Δ(T(I,u,u)) ≤ 2‖u‖∞² and Δ(T(u,u,u)) ≤ 2‖u‖∞³")
+SYMMETRIC_ENTRY = Neighbour(relations.SYMMETRIC_ENTRY, 6.0, 6.0, "entry")
+IMTIAZ_SARWATE = Neighbour(relations.IMTIAZ_SARWATE, 2.0, 2.0, "entry")
 
 
 def replace_one_point(n: int, bound: float) -> Neighbour:
@@ -117,8 +135,7 @@ def replace_one_point(n: int, bound: float) -> Neighbour:
         raise ValueError(f"n must be ≥ 1, got {n}")
     bound = mechanisms.check_sensitivity(bound, "clip bound")
     s = 2.0 * bound ** 3 / n
-    return Neighbour("replace-one-point", s, s, "data",
-                     f"replace one of n = {n} data points, each clipped to ‖x‖₂ ≤ {bound:g}")
+    return Neighbour(relations.REPLACE_ONE_POINT, s, s, "data", f"n = {n} data points, each clipped to ‖x‖₂ ≤ {bound:g}")
 
 
 def resolve_neighbour(neighbour, op) -> Neighbour:
@@ -159,13 +176,25 @@ def noise_multiplier(epsilon: float, delta: float, releases: int, accounting: st
 class GaussianReleaseNoise:
     """Noise of Algorithm 3: ``m·Δ₁(u)·z`` per ``T(I,u,u)`` and ``m·Δ₂(u)·z`` per ``T(u,u,u)``.
 
-    Counts the releases it noises (checked against K at the end of a run).
+    Draws through a :class:`~distdp.privacy.releases.PrivateReleases` and
+    counts the releases it noises (checked against K at the end of a run);
+    :meth:`record` then writes the two ledger records, one per kind.
+
+    Parameters
+    ----------
+    multiplier : float
+    neighbour : Neighbour
+    rng : numpy.random.Generator
+    releases : PrivateReleases, optional
+        Where to record (default: a fresh ledger under ``neighbour.relation``).
     """
 
-    def __init__(self, multiplier: float, neighbour: Neighbour, rng: np.random.Generator):
+    def __init__(self, multiplier: float, neighbour: Neighbour, rng: np.random.Generator,
+                 releases: PrivateReleases | None = None):
         self.multiplier = float(multiplier)
         self.neighbour = neighbour
         self.rng = rng
+        self.releases = releases if releases is not None else PrivateReleases(PrivacyLedger(), rng, neighbour.relation)
         self.apply_releases = 0
         self.value_releases = 0
         self.apply_sampler = self.value_sampler = ""    # what drew the noise (mechanisms.sampler_name)
@@ -173,72 +202,29 @@ class GaussianReleaseNoise:
     def apply_noise(self, U: np.ndarray) -> np.ndarray:
         """``(d, L)`` noise, column ``l`` ~ ``N(0, (m·Δ₁(u_l))² I)``."""
         self.apply_releases += U.shape[1]
-        self.apply_sampler = mechanisms.sampler_name(self.rng, "gaussian", U.size, on_value=False)
-        return mechanisms.gaussian_noise(U.shape, self.multiplier * self.neighbour.apply_sensitivity(U), self.rng)
+        self.apply_sampler = self.releases.sampler("gaussian", U.size, on_value=False)
+        return self.releases.gaussian_noise("power_iteration", U.shape,
+                                            self.multiplier * self.neighbour.apply_sensitivity(U),
+                                            self.neighbour.formulas()[0], record=False)
 
     def value_noise(self, U: np.ndarray) -> np.ndarray:
         """``(L,)`` noise, entry ``l`` ~ ``N(0, (m·Δ₂(u_l))²)``."""
         self.value_releases += U.shape[1]
-        self.value_sampler = mechanisms.sampler_name(self.rng, "gaussian", U.shape[1], on_value=False)
-        return mechanisms.gaussian_noise(U.shape[1], self.multiplier * self.neighbour.value_sensitivity(U), self.rng)
+        self.value_sampler = self.releases.sampler("gaussian", U.shape[1], on_value=False)
+        return self.releases.gaussian_noise("eigenvalue", U.shape[1],
+                                            self.multiplier * self.neighbour.value_sensitivity(U),
+                                            self.neighbour.formulas()[1], record=False)
 
-
-@dataclass(frozen=True)
-class PrivacyReport:
-    """What a private power method released and what it certifies.
-
-    Attributes
-    ----------
-    private : bool
-        False if the noise came from a user-seeded generator ("not private").
-    accounting : {"paper", "tight"}
-        How the noise multiplier was chosen.
-    target_epsilon, delta : float
-        The requested budget.
-    releases : int
-        ``K``, Gaussian releases with multiplier ``noise_multiplier``.
-    noise_multiplier : float
-        σ/Δ of every release (``ν = Δ-coefficient × m``).
-    nu : float or None
-        The paper's ν for entry neighbour notions (noise std ``ν‖u‖∞²``).
-    neighbour, neighbour_description : str
-    epsilon_pld : float
-        ε at ``delta`` that PLD accounting certifies for the noise added.
-    epsilon_rdp : float
-        The same by RDP accounting.
-    epsilon_exact : float
-        Exact ε of the K-fold Gaussian composition (closed form).
-    paper : dict or None
-        For ``accounting="paper"``: ε′, δ′ and what advanced composition gives.
-    ledger : PrivacyLedger
-    notes : tuple of str
-    """
-
-    private: bool
-    accounting: str
-    target_epsilon: float
-    delta: float
-    releases: int
-    noise_multiplier: float
-    nu: Optional[float]
-    neighbour: str
-    neighbour_description: str
-    epsilon_pld: float
-    epsilon_rdp: float
-    epsilon_exact: float
-    paper: Optional[dict]
-    ledger: PrivacyLedger = field(compare=False)
-    notes: tuple = ()
-
-    def to_dict(self) -> dict:
-        """JSON-ready report (the ledger included)."""
-        return {"private": self.private, "status": "private" if self.private else "not private",
-                "accounting": self.accounting, "target_epsilon": self.target_epsilon, "delta": self.delta,
-                "releases": self.releases, "noise_multiplier": self.noise_multiplier, "nu": self.nu,
-                "neighbour": self.neighbour, "neighbour_description": self.neighbour_description,
-                "epsilon_pld": self.epsilon_pld, "epsilon_rdp": self.epsilon_rdp,
-                "epsilon_exact": self.epsilon_exact, "paper": self.paper, "notes": list(self.notes),
-                "ledger": self.ledger.to_dict()}
+    def record(self) -> None:
+        """Record the ``T(I,u,u)`` and ``T(u,u,u)`` releases made so far, one ledger entry each."""
+        m = self.multiplier
+        d1, d2 = self.neighbour.formulas()
+        self.releases.record("power_iteration", "gaussian", d1, f"{m:.6g}·({d1})", self.apply_releases,
+                             acct.gaussian_event(m, self.apply_releases),
+                             "T(I,u,u) released with noise for every restart and iteration", self.apply_sampler)
+        self.releases.record("eigenvalue", "gaussian", d2, f"{m:.6g}·({d2})", self.value_releases,
+                             acct.gaussian_event(m, self.value_releases),
+                             "T(u,u,u) released with noise for every restart", self.value_sampler)
 
 
 def private_power_method(T_or_op, k: int, *, epsilon: float, delta: float, n_restarts: int | None = None,
@@ -279,7 +265,11 @@ def private_power_method(T_or_op, k: int, *, epsilon: float, delta: float, n_res
     Returns
     -------
     PowerResult
-        With ``privacy`` = :class:`PrivacyReport`.
+        With ``privacy`` = :class:`~distdp.privacy.report.PrivacyReport`, whose
+        ``details`` hold ``releases`` (K), ``noise_multiplier``, ``nu``,
+        ``epsilon_pld``, ``epsilon_rdp``, ``epsilon_exact``, ``paper`` (the
+        recipe's ε′, δ′ and advanced composition, or None) and
+        ``sensitivity`` (the bound's name, Δ₁, Δ₂ and what it assumes).
 
     Raises
     ------
@@ -304,7 +294,8 @@ def private_power_method(T_or_op, k: int, *, epsilon: float, delta: float, n_res
     K = n_releases(method, k, L, R)
     m, recipe = noise_multiplier(epsilon, delta, K, accounting)
 
-    noise = GaussianReleaseNoise(m, nb, gen)
+    ledger = PrivacyLedger(private=not reproducible)
+    noise = GaussianReleaseNoise(m, nb, gen, PrivateReleases(ledger, gen, nb.relation))
     if method == "robust":
         res = power.robust_power_method(op, k, n_restarts=L, n_iters=R, rng=gen, noise=noise)
     else:
@@ -312,22 +303,16 @@ def private_power_method(T_or_op, k: int, *, epsilon: float, delta: float, n_res
     if noise.apply_releases + noise.value_releases != K:
         raise RuntimeError(f"released {noise.apply_releases + noise.value_releases} noisy values, accounted {K}")
 
-    report = _report(epsilon, delta, K, m, nb, recipe, accounting, noise, private=not reproducible)
+    noise.record()
+    report = _report(epsilon, delta, K, m, nb, recipe, accounting, ledger, private=not reproducible)
     return power.PowerResult(res.eigenvalues, res.eigenvectors, res.method, res.n_restarts, res.n_iters,
                              res.n_applies, res.best_restart, res.restart_values, res.timings_s, report,
                              notes=res.notes)
 
 
-def _report(epsilon, delta, K, m, nb: Neighbour, recipe, mode, noise: GaussianReleaseNoise,
+def _report(epsilon, delta, K, m, nb: Neighbour, recipe, mode, ledger: PrivacyLedger,
             private: bool) -> PrivacyReport:
-    ledger = PrivacyLedger(private=private)
     d1, d2 = nb.formulas()
-    ledger.record(Release("power_iteration", "gaussian", d1, f"{m:.6g}·({d1})", noise.apply_releases,
-                          acct.gaussian_event(m, noise.apply_releases), nb.name,
-                          "T(I,u,u) released with noise for every restart and iteration", noise.apply_sampler))
-    ledger.record(Release("eigenvalue", "gaussian", d2, f"{m:.6g}·({d2})", noise.value_releases,
-                          acct.gaussian_event(m, noise.value_releases), nb.name,
-                          "T(u,u,u) released with noise for every restart", noise.value_sampler))
     eps_pld = ledger.epsilon(delta, "pld")
     eps_rdp = ledger.epsilon(delta, "rdp")
     eps_exact = acct.gaussian_composition_epsilon(m, K, delta)
@@ -342,8 +327,12 @@ def _report(epsilon, delta, K, m, nb: Neighbour, recipe, mode, noise: GaussianRe
                      f"{epsilon:g}; the guarantee rests on the PLD ε = {eps_pld:.4g} of the noise added")
     if eps_pld > epsilon * (1 + 1e-9):
         notes.append(f"PLD accounting certifies only ε = {eps_pld:.4g} > target {epsilon:g}")
-    if not private:
-        notes.append("not private: the noise came from a user-seeded generator (reproducible mode)")
+    reasons = () if private else ("not private: the noise came from a user-seeded generator (reproducible mode)",)
     nu = nb.apply_coef * m if nb.kind == "entry" else None
-    return PrivacyReport(private, mode, epsilon, delta, K, m, nu, nb.name, nb.description, eps_pld, eps_rdp,
-                         eps_exact, paper, ledger, tuple(notes))
+    return PrivacyReport(
+        private=private, mechanism=MECHANISM, neighbour=nb.relation, epsilon=eps_pld, delta=delta,
+        requested_epsilon=epsilon, requested_delta=delta, accounting=mode, not_private_because=reasons,
+        assumptions=(nb.detail,) if nb.detail else (), notes=tuple(notes), ledger=ledger,
+        details={"releases": K, "noise_multiplier": m, "nu": nu, "epsilon_pld": eps_pld, "epsilon_rdp": eps_rdp,
+                 "epsilon_exact": eps_exact, "paper": paper,
+                 "sensitivity": {"name": nb.name, "T(I,u,u)": d1, "T(u,u,u)": d2, "detail": nb.detail}})

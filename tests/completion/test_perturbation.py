@@ -10,6 +10,7 @@ from scipy import stats
 from distdp.completion import DivergenceWarning, NotPrivateWarning, complete, from_dense
 from distdp.completion import perturbation as pt
 from distdp.privacy import accounting
+from distdp.privacy.neighbours import CHANGE_ONE_ENTRY
 
 
 def small_obs(seed=0, shape=(5, 6, 7), frac=0.6):
@@ -63,9 +64,10 @@ def test_dpsgd_calibration_matches_gaussian_closed_form(epochs, eps, delta):
     rep = pt.dpsgd_report(sigma, clip=0.1, epochs=epochs, steps=epochs * 7, batch_size=64, delta=delta,
                           target_epsilon=eps, blocks="A, B, C")
     assert rep.private and rep.epsilon <= eps * (1 + 1e-6)
-    assert rep.noise["epsilon_exact"] == pytest.approx(eps, rel=1e-3)
-    assert rep.noise["epsilon_rdp"] > rep.epsilon          # RDP is looser than PLD for Gaussians
-    ev = rep.ledger[0]["dp_event"]
+    assert rep.details["noise"]["epsilon_exact"] == pytest.approx(eps, rel=1e-3)
+    assert rep.details["noise"]["epsilon_rdp"] > rep.epsilon          # RDP is looser than PLD for Gaussians
+    ev = rep.to_dict()["ledger"][0]["dp_event"]
+    assert rep.ledger.releases[0].neighbour == str(CHANGE_ONE_ENTRY) and rep.neighbour is CHANGE_ONE_ENTRY
     assert ev.get("count", 1) == epochs and ev.get("event", ev)["noise_multiplier"] == sigma
 
 
@@ -74,7 +76,7 @@ def test_gradient_fit_reports_guarantee_and_paper_variants_do_not():
     g = complete(obs, 2, perturbation="gradient", epsilon=2.0, delta=1e-6, epochs=5, batch_size=100,
                  bounds=(-3.0, 3.0))
     assert g.privacy.private and g.privacy.epsilon == pytest.approx(2.0, rel=1e-3) and g.privacy.delta == 1e-6
-    assert accounting.epsilon(accounting.gaussian_event(g.privacy.noise["noise_multiplier"], 5), 1e-6) <= 2.0 + 1e-6
+    assert accounting.epsilon(accounting.gaussian_event(g.privacy.details["noise"]["noise_multiplier"], 5), 1e-6) <= 2.0 + 1e-6
     p = complete(obs, 2, perturbation="gradient-paper", epsilon=2.0, epochs=2, bounds=(-3.0, 3.0))
     assert not p.privacy.private and p.privacy.epsilon is None
     assert any("A, B and G" in r for r in p.privacy.not_private_because)

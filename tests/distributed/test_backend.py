@@ -7,6 +7,7 @@ from distdp.lda import pipeline
 from distdp.io import corpus as cio
 from distdp.lda.shard import Shard
 from distdp.lda.synthetic import sample_corpus
+from distdp.api import ClusterOptions, PrivacyOptions, SolverOptions
 
 K, D = 5, 300
 
@@ -21,8 +22,8 @@ def corpus_dir(tmp_path_factory):
 
 def reference(corpus_dir, workers, **kw):
     """The in-process fit with the same shard split (the spectral fit alone unless ``refine`` is given)."""
-    return distdp.fit_lda(corpus_dir, K, alpha0=0.8, backend="local", workers=workers, seed=5, progress=False,
-                          **{"refine": 0, **kw})
+    return distdp.fit_lda(corpus_dir, K, alpha0=0.8, seed=5, progress=False, **{"refine": 0, **kw},
+                          cluster=ClusterOptions(backend="local", workers=workers))
 
 
 @pytest.mark.parametrize("tensor", ["explicit", "implicit"])
@@ -33,8 +34,9 @@ def test_ray_equals_in_process(ray_session, corpus_dir, tensor):
     round differently in the last bit; 1e-10 relative is far below any
     statistical difference and far above rounding (≈1e-16 per operation).
     """
-    ray_fit = distdp.fit_lda(corpus_dir, K, alpha0=0.8, workers=3, seed=5, progress=False, tensor=tensor)
-    local = reference(corpus_dir, 3, tensor=tensor, refine=None)     # both with the default refinement
+    ray_fit = distdp.fit_lda(corpus_dir, K, alpha0=0.8, seed=5, progress=False, solver=SolverOptions(tensor=tensor),
+                             cluster=ClusterOptions(workers=3))
+    local = reference(corpus_dir, 3, solver=SolverOptions(tensor=tensor), refine=None)  # both: the default refinement
     assert ray_fit.info["parameters"]["workers"] == 3
     np.testing.assert_allclose(ray_fit.topic_word, local.topic_word, rtol=1e-10, atol=1e-14)
     np.testing.assert_allclose(ray_fit.alpha, local.alpha, rtol=1e-10)
@@ -47,7 +49,8 @@ def test_ray_equals_in_process(ray_session, corpus_dir, tensor):
 def test_corpus_by_uri_on_ray(ray_session, corpus_dir):
     """Each actor opens its row groups by URI (pyarrow.fs; ``file://`` here, ``s3://`` on a cluster):
     the same fit as from the local path."""
-    ray_fit = distdp.fit_lda(corpus_dir.as_uri(), K, alpha0=0.8, workers=3, seed=5, progress=False)
+    ray_fit = distdp.fit_lda(corpus_dir.as_uri(), K, alpha0=0.8, seed=5, progress=False,
+                             cluster=ClusterOptions(workers=3))
     np.testing.assert_allclose(ray_fit.topic_word, reference(corpus_dir, 3, refine=None).topic_word, rtol=1e-10, atol=1e-14)
     assert ray_fit.vocab == [f"w{i}" for i in range(D)]
 
@@ -70,10 +73,11 @@ def test_private_fit_with_tail_release_on_ray_equals_in_process(ray_session, cor
 
     Seeded noise (reproducible, not private) so both draw the same noise; tolerance as above.
     """
-    kw = dict(alpha0=1.0, workers=3, seed=2, progress=False, epsilon=30.0, delta=1e-6, reproducible=True,
-              working_vocab=150, coherence=False, unmix=1, refine=1, whitening=whitening)
-    ray_fit = distdp.fit_lda(corpus_dir, K, **kw)
-    local = distdp.fit_lda(corpus_dir, K, backend="local", **kw)
+    kw = dict(alpha0=1.0, seed=2, progress=False, coherence=False, refine=1,
+              privacy=PrivacyOptions(epsilon=30.0, delta=1e-6, reproducible=True, working_vocab=150, unmix=1,
+                                     whitening=whitening))
+    ray_fit = distdp.fit_lda(corpus_dir, K, **kw, cluster=ClusterOptions(workers=3))
+    local = distdp.fit_lda(corpus_dir, K, **kw, cluster=ClusterOptions(backend="local", workers=3))
     stages = [r["stage"] for r in ray_fit.info["privacy"]["ledger"]]
     assert stages[0] == "scan" and stages[-5:] == ["tail_gram", "tail_sstats", "unmix_gram", "unmix_sstats",
                                                    "em_sstats"]
@@ -91,10 +95,10 @@ def test_working_vocab_restart_on_ray_equals_in_process(ray_session, corpus_dir,
     monkeypatch.setattr(private_pipeline, "WORKING_VOCAB_PER_TOPIC", 20)
     monkeypatch.setattr(lda_private, "RESTART_TOKEN_SHARE", 1.0)
     monkeypatch.setattr(lda_private, "restart_snr", lambda plan: 0.0)
-    kw = dict(alpha0=1.0, workers=3, seed=2, progress=False, epsilon=30.0, delta=1e-6, reproducible=True,
-              working_vocab="auto", coherence=False)
-    ray_fit = distdp.fit_lda(corpus_dir, K, **kw)
-    local = distdp.fit_lda(corpus_dir, K, backend="local", **kw)
+    kw = dict(alpha0=1.0, seed=2, progress=False, coherence=False,
+              privacy=PrivacyOptions(epsilon=30.0, delta=1e-6, reproducible=True, working_vocab="auto"))
+    ray_fit = distdp.fit_lda(corpus_dir, K, **kw, cluster=ClusterOptions(workers=3))
+    local = distdp.fit_lda(corpus_dir, K, **kw, cluster=ClusterOptions(backend="local", workers=3))
     assert ray_fit.info["corpus"]["working_vocab_restart"]["made"]
     assert ray_fit.info["parameters"]["working_vocab"] == 200
     stages = [r["stage"] for r in ray_fit.info["privacy"]["ledger"]]
@@ -110,7 +114,7 @@ def test_bad_shard_reports_file_and_row(ray_session, tmp_path):
                              "counts": pa.array([[1, 1, 1], [2, 1, 1]], type=pa.list_(pa.int32()))}),
                    tmp_path / "bad.parquet")
     with pytest.raises(ValueError, match=r"bad.parquet: row 1: column 'word_ids': id 500 is outside"):
-        distdp.fit_lda(tmp_path / "bad.parquet", 2, vocab_size=10, workers=1, progress=False)
+        distdp.fit_lda(tmp_path / "bad.parquet", 2, vocab_size=10, progress=False, cluster=ClusterOptions(workers=1))
 
 
 def fit_with_fault(corpus_dir, workers, fault, stage="whitening", **backend_kw):
@@ -168,9 +172,9 @@ def test_sharded_em_on_two_nodes_equals_in_process(ray_cluster, corpus_dir):
     import ray
 
     assert len([n for n in ray.nodes() if n["Alive"]]) >= 2
-    kw = dict(alpha0=0.8, workers=3, seed=5, progress=False, refine=3, refiner="em")
-    on_ray = distdp.fit_lda(corpus_dir, K, cpus_per_worker=0.5, **kw)
-    local = distdp.fit_lda(corpus_dir, K, backend="local", **kw)
+    kw = dict(alpha0=0.8, seed=5, progress=False, refine=3, refiner="em")
+    on_ray = distdp.fit_lda(corpus_dir, K, **kw, cluster=ClusterOptions(workers=3, cpus_per_worker=0.5))
+    local = distdp.fit_lda(corpus_dir, K, **kw, cluster=ClusterOptions(backend="local", workers=3))
     assert on_ray.info["resources"]["nodes"] >= 2
     np.testing.assert_allclose(on_ray.topic_word, local.topic_word, rtol=1e-9, atol=1e-13)
     np.testing.assert_allclose(on_ray.info["refine"]["elbo"], local.info["refine"]["elbo"], rtol=1e-12)
@@ -183,9 +187,9 @@ def test_sharded_gibbs_on_two_nodes_equals_in_process(ray_cluster, corpus_dir):
     """Spectral start + 12 Gibbs sweeps (AD-LDA over 3 actors, one α update) on a multi-node cluster give the
     in-process fit's counts exactly: every shard's stream is seeded from the fit's seed and its index, and the
     counts are summed in shard order."""
-    kw = dict(alpha0=0.8, workers=3, seed=5, progress=False, refine=12, refiner="gibbs")
-    on_ray = distdp.fit_lda(corpus_dir, K, cpus_per_worker=0.5, **kw)
-    local = distdp.fit_lda(corpus_dir, K, backend="local", **kw)
+    kw = dict(alpha0=0.8, seed=5, progress=False, refine=12, refiner="gibbs")
+    on_ray = distdp.fit_lda(corpus_dir, K, **kw, cluster=ClusterOptions(workers=3, cpus_per_worker=0.5))
+    local = distdp.fit_lda(corpus_dir, K, **kw, cluster=ClusterOptions(backend="local", workers=3))
     np.testing.assert_array_equal(on_ray.topic_word, local.topic_word)
     np.testing.assert_array_equal(on_ray.alpha, local.alpha)
     assert on_ray.info["refine"]["sweeps"] == 12 and on_ray.info["refine"]["restarted_shards"] == 0

@@ -16,6 +16,7 @@ from distdp.lda.private import pipeline as private_pipeline
 from distdp.lda.private import scalable as lda_private
 from distdp.lda.synthetic import sample_corpus
 from distdp.privacy.ledger import PrivateRunInternalError
+from distdp.api import ClusterOptions, PrivacyOptions
 
 K, D = 5, 300
 
@@ -65,11 +66,12 @@ def test_forced_branch_on_ray_equals_in_process(ray_session, corpus_dir, monkeyp
     rung = stages[0] == "m2_whitening_early"
     _force(monkeypatch, branch, rung)
     # ε = 100: large enough for the power form's noisier whitening on 6,000 documents.
-    kw = dict(alpha0=1.0, workers=3, seed=2, progress=False, epsilon=100.0, delta=1e-6, reproducible=True,
-              working_vocab=150, coherence=False, whitening=whitening, mechanism=mechanism, model=model)
-    ray_fit = distdp.fit_lda(corpus_dir, K, **kw)
+    kw = dict(alpha0=1.0, seed=2, progress=False, coherence=False, model=model,
+              privacy=PrivacyOptions(epsilon=100.0, delta=1e-6, reproducible=True, working_vocab=150,
+                                     whitening=whitening, mechanism=mechanism))
+    ray_fit = distdp.fit_lda(corpus_dir, K, **kw, cluster=ClusterOptions(workers=3))
     _force(monkeypatch, branch, rung)  # a fresh iterator of answers for the second fit
-    local = distdp.fit_lda(corpus_dir, K, backend="local", **kw)
+    local = distdp.fit_lda(corpus_dir, K, **kw, cluster=ClusterOptions(backend="local", workers=3))
     assert _whitening_stages(ray_fit) == _whitening_stages(local) == stages
     np.testing.assert_allclose(ray_fit.topic_word, local.topic_word, rtol=1e-10, atol=1e-14)
 
@@ -85,6 +87,7 @@ def test_unexpected_error_after_releases_is_internal(ray_session, corpus_dir, mo
     monkeypatch.setattr(private_pipeline, "_tensor_clip", broken)
     with pytest.raises(PrivateRunInternalError, match=r"internal error.*not a problem with the input.*"
                        r"einstein sum.*noisy releases of the data had been made: count this run") as err:
-        distdp.fit_lda(corpus_dir, K, backend=backend, workers=3, epsilon=100.0, delta=1e-6, progress=False,
-                       coherence=False, vocab_public=True, seed=2, reproducible=True)   # the whitening passes
+        distdp.fit_lda(corpus_dir, K, progress=False, coherence=False, seed=2,
+                       privacy=PrivacyOptions(epsilon=100.0, delta=1e-6, vocab_public=True, reproducible=True),
+                       cluster=ClusterOptions(backend=backend, workers=3))   # the whitening passes
     assert err.value.releases >= 4 and isinstance(err.value.__cause__, ValueError)

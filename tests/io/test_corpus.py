@@ -7,6 +7,7 @@ import pytest
 import scipy.sparse as sp
 
 from distdp.io import corpus as cio
+from distdp.api import ClusterOptions
 
 
 def write_rows(path, ids, counts, **extra):
@@ -99,8 +100,9 @@ def test_corpus_on_s3_fits_as_the_local_path(tmp_path, monkeypatch):
                                                     "s3://bucket/corpus/part-00001.parquet"]
         assert cio.resolve_vocab(uri) == (40, [f"w{i}" for i in range(40)])
         assert (cio.read_units(cio.plan_units(files), 40) != X).nnz == 0
-        fit = distdp.fit_lda(uri, 3, backend="local", workers=2, seed=1, progress=False)
-        local = distdp.fit_lda(tmp_path / "c", 3, backend="local", workers=2, seed=1, progress=False)
+        fit = distdp.fit_lda(uri, 3, seed=1, progress=False, cluster=ClusterOptions(backend="local", workers=2))
+        local = distdp.fit_lda(tmp_path / "c", 3, seed=1, progress=False,
+                               cluster=ClusterOptions(backend="local", workers=2))
         np.testing.assert_array_equal(fit.topic_word, local.topic_word)
         with pytest.raises(FileNotFoundError, match="no such corpus"):
             cio.discover(uri.replace("/corpus/", "/nothing/"))

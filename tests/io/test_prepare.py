@@ -488,7 +488,7 @@ def test_dp_selection_applies_max_df_to_noisy_frequencies_at_no_privacy_cost(tmp
     assert (vp_cut["max_df"], vp_cut["n_above_max_df"]) == (0.8, 1)
     # post-processing: the recorded privacy (epsilon, delta, noise, threshold, ledger release) is identical
     for key in ("epsilon", "delta", "delta_gaussian", "delta_threshold", "noise_sigma", "threshold", "sensitivity",
-                "n_candidates_released", "release", "private"):
+                "n_candidates_released", "ledger", "private"):
         assert vp_cut[key] == vp_full[key], key
     assert set(vp_full) == set(vp_cut)
     meta = json.loads((tmp_path / "cut" / "prepare.json").read_text(encoding="utf-8"))

@@ -9,6 +9,7 @@ from distdp.api import fit_lda
 from distdp.lda import gibbs, pipeline
 from distdp.lda.shard import Shard
 from distdp.lda.synthetic import sample_corpus
+from distdp.api import ClusterOptions, PrivacyOptions
 
 pytestmark = pytest.mark.skipif(not gibbs.available(), reason="numba not installed")
 
@@ -135,7 +136,7 @@ def test_short_documents_fit_at_k_and_recover_topics():
     """
     rng = np.random.default_rng(0)
     syn = sample_corpus(60_000, 5000, 20, rng, alpha0=1.0, doc_length=8, topic_concentration=0.02)
-    model = fit_lda(syn.counts, 20, seed=0, progress=False, coherence=False, backend="local")
+    model = fit_lda(syn.counts, 20, seed=0, progress=False, coherence=False, cluster=ClusterOptions(backend="local"))
     n_k = syn.counts.sum() * syn.alpha / syn.alpha.sum()
     P = syn.topic_word
     oracle = np.sqrt(2 * P * (1 - P) / (np.pi * n_k[:, None])).sum(axis=1).mean()
@@ -153,7 +154,7 @@ def test_refiner_choice_and_errors(small):
     with pytest.raises(ValueError, match="not whole numbers"):
         fit_lda(frac, 3, seed=0, progress=False, coherence=False, refiner="gibbs")
     with pytest.raises(ValueError, match="not private"):
-        fit_lda(small.counts, 3, epsilon=1.0, delta=1e-6, refiner="gibbs", progress=False)
+        fit_lda(small.counts, 3, refiner="gibbs", progress=False, privacy=PrivacyOptions(epsilon=1.0, delta=1e-6))
     with pytest.raises(ValueError, match="refiner must be"):
         fit_lda(small.counts, 3, refiner="vb", progress=False)
 
@@ -171,18 +172,21 @@ def test_without_numba_the_default_refines_by_em(monkeypatch, small):
     """Where numba is missing the default refinement is EM (said in model.json), and asking for Gibbs sampling
     is an error naming why."""
     monkeypatch.setattr(gibbs, "available", lambda: False)
-    m = fit_lda(small.counts, 3, seed=0, progress=False, coherence=False, backend="local")
+    m = fit_lda(small.counts, 3, seed=0, progress=False, coherence=False, cluster=ClusterOptions(backend="local"))
     assert m.info["parameters"]["refiner"] == "em" and "variational EM" in m.info["method"]
     with pytest.raises(ValueError, match="numba is not installed"):
-        fit_lda(small.counts, 3, seed=0, progress=False, coherence=False, backend="local", refiner="gibbs")
+        fit_lda(small.counts, 3, seed=0, progress=False, coherence=False, refiner="gibbs",
+                cluster=ClusterOptions(backend="local"))
 
 
 def test_given_alpha0_is_kept_and_otherwise_alpha_is_learned(small):
     """A given alpha0 fixes α at alpha0/k in the refinement; without it α is learned and Σα recorded."""
-    fixed = fit_lda(small.counts, 4, alpha0=2.0, seed=0, progress=False, coherence=False, backend="local")
+    fixed = fit_lda(small.counts, 4, alpha0=2.0, seed=0, progress=False, coherence=False,
+                    cluster=ClusterOptions(backend="local"))
     np.testing.assert_array_equal(fixed.alpha, np.full(4, 0.5))
     assert fixed.info["parameters"]["alpha0_given"] and fixed.info["refine"]["learned_alpha0"] is None
-    learned = fit_lda(small.counts, 4, seed=0, progress=False, coherence=False, backend="local")
+    learned = fit_lda(small.counts, 4, seed=0, progress=False, coherence=False,
+                      cluster=ClusterOptions(backend="local"))
     assert not learned.info["parameters"]["alpha0_given"]
     assert learned.info["refine"]["learned_alpha0"] == pytest.approx(learned.alpha.sum())
     assert np.all(np.diff(learned.alpha) <= 0)                        # topics sorted by decreasing α

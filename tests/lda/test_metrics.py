@@ -14,6 +14,7 @@ from distdp.io.corpus import write_corpus
 
 gensim_cm = pytest.importorskip("gensim.models.coherencemodel")
 from gensim.corpora import Dictionary  # noqa: E402
+from distdp.api import ClusterOptions
 
 D = 40
 VOCAB = [f"w{i:02d}" for i in range(D)]
@@ -176,7 +177,7 @@ def test_npmi_unchanged(texts):
 
 
 def test_fit_records_c_v_and_diversity_and_sharding_changes_nothing(small, tmp_path):
-    m = distdp.fit_lda(small.counts, 4, backend="local", seed=0, progress=False)
+    m = distdp.fit_lda(small.counts, 4, seed=0, progress=False, cluster=ClusterOptions(backend="local"))
     coh = m.info["coherence"]
     assert coh["measure"] == "NPMI" and coh["top_n"] == metrics.COHERENCE_TOP_N and coh["corpus"] == "training corpus"
     assert len(coh["per_topic"]) == 4 and coh["mean"] == pytest.approx(np.mean(coh["per_topic"]))
@@ -189,8 +190,8 @@ def test_fit_records_c_v_and_diversity_and_sharding_changes_nothing(small, tmp_p
     saved = json.loads((tmp_path / "m" / "model.json").read_text())["coherence"]
     assert saved["c_v"]["per_topic"] == pytest.approx(list(coh["c_v"]["per_topic"]))
 
-    one = api.coherence(m, small.counts, workers=1, backend="local")
-    three = api.coherence(m, small.counts, workers=3, backend="local")
+    one = api.coherence(m, small.counts, cluster=ClusterOptions(workers=1, backend="local"))
+    three = api.coherence(m, small.counts, cluster=ClusterOptions(workers=3, backend="local"))
     assert set(one) >= {"mean", "per_topic", "top_n", "c_v", "diversity"}
     np.testing.assert_allclose(three["per_topic"], one["per_topic"], rtol=0, atol=1e-12)
     np.testing.assert_allclose(three["c_v"]["per_topic"], one["c_v"]["per_topic"], rtol=0, atol=1e-12)

@@ -7,11 +7,12 @@ import scipy.sparse as sp
 
 import distdp
 from distdp.lda.synthetic import sample_corpus
+from distdp.api import ClusterOptions
 
 
 def test_save_load_round_trip(tmp_path, corpus_a):
-    fitted = distdp.fit_lda(corpus_a.counts[:3000], 5, backend="local", seed=0, progress=False,
-                            vocab=[f"w{i}" for i in range(2000)])
+    fitted = distdp.fit_lda(corpus_a.counts[:3000], 5, seed=0, progress=False, vocab=[f"w{i}" for i in range(2000)],
+                            cluster=ClusterOptions(backend="local"))
     fitted.save(tmp_path / "m")
     back = distdp.LDAModel.load(tmp_path / "m")
     np.testing.assert_array_equal(back.topic_word, fitted.topic_word)

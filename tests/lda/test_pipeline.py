@@ -10,6 +10,7 @@ import distdp
 from distdp.lda import pipeline
 from distdp.lda.shard import Shard
 from distdp.lda.synthetic import sample_corpus
+from distdp.api import ClusterOptions, SolverOptions
 
 
 @pytest.fixture(scope="module")
@@ -25,10 +26,8 @@ def spectral(parts, releases=None, **params):
                                  np.random.default_rng(0), releases=releases)
 
 
-class Recording:
+class Recording(pipeline.NonPrivate):
     """The identity release that records every edge it is called at."""
-
-    private = False
 
     def __init__(self):
         self.edges = []
@@ -41,9 +40,9 @@ class Recording:
 def test_implicit_tensor_path_matches_explicit(corpus_a):
     """The implicit path (one T(I,u,u) pass per iteration) gives the explicit path's topics."""
     counts = corpus_a.counts[:4000]
-    kw = dict(alpha0=1.0, backend="local", workers=2, seed=3, progress=False, refine=0)
-    a = distdp.fit_lda(counts, 10, tensor="explicit", **kw)
-    b = distdp.fit_lda(counts, 10, tensor="implicit", **kw)
+    kw = dict(alpha0=1.0, seed=3, progress=False, refine=0, cluster=ClusterOptions(backend="local", workers=2))
+    a = distdp.fit_lda(counts, 10, **kw, solver=SolverOptions(tensor="explicit"))
+    b = distdp.fit_lda(counts, 10, **kw, solver=SolverOptions(tensor="implicit"))
     np.testing.assert_allclose(a.topic_word, b.topic_word, atol=1e-8)
     np.testing.assert_allclose(a.alpha, b.alpha, rtol=1e-8)
 
@@ -122,7 +121,10 @@ def test_sum_partials_keeps_shard_order():
     # LocalBackend.call returns one result per shard, in shard order.
     shards = [Shard(np.eye(3)[[i]]) for i in range(3)]     # shard i: one document on word i
     backend = pipeline.LocalBackend(shards)
-    assert [int(t.argmax()) for t in backend.call("term_frequency")] == [0, 1, 2]
+    assert [int(t.argmax()) for t in backend.call(Shard.term_frequency)] == [0, 1, 2]
+    # shard methods are named by reference, not by string (a typo would otherwise fail on the shards)
+    with pytest.raises(AttributeError):
+        backend.call("term_frequency")
 
 
 def test_refine_em_stops_at_stop_tol(corpus):

@@ -8,6 +8,7 @@ from distdp import lda
 from distdp.lda import whitening
 from distdp.lda.synthetic import sample_corpus
 from distdp.tensor.power import robust_power_method
+from distdp.api import ClusterOptions
 
 
 @pytest.mark.parametrize("model,alpha0", [("lda", 0.4), ("lda", 3.0), ("stm", 0.0)])
@@ -43,7 +44,8 @@ def test_recovery_on_synthetic_corpus(model, corpus_a):
     """
     c = corpus_a if model == "lda" else sample_corpus(20_000, 2_000, 10, np.random.default_rng(12), model="stm")
     # α0 not given: the spectral stage uses the default 1 (the truth here) and the refinement learns α
-    fitted = distdp.fit_lda(c.counts, 10, model=model, backend="local", workers=2, seed=0, progress=False)
+    fitted = distdp.fit_lda(c.counts, 10, model=model, seed=0, progress=False,
+                            cluster=ClusterOptions(backend="local", workers=2))
     err, perm = lda.matched_l1(fitted.topic_word, c.topic_word)
     assert err <= 0.10
     np.testing.assert_allclose(fitted.topic_word.sum(1), 1.0)

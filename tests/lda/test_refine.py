@@ -9,6 +9,7 @@ import distdp
 from distdp.lda import pipeline, refine
 from distdp.lda.shard import Shard
 from distdp.lda.synthetic import sample_corpus
+from distdp.api import ClusterOptions
 
 
 def e_step_reference(counts, exp_elog_beta, alpha, max_iter=100, tol=1e-3):
@@ -83,8 +84,8 @@ def test_scaled_contributions_have_the_cap_as_norm(small):
 
 def test_elbo_never_decreases(small):
     """Batch VB with warm-started E-steps is coordinate ascent: the bound is non-decreasing."""
-    m = distdp.fit_lda(small.counts, 4, alpha0=1.0, backend="local", workers=2, seed=1, progress=False,
-                       refine=8, eta=0.05, refiner="em")
+    m = distdp.fit_lda(small.counts, 4, alpha0=1.0, seed=1, progress=False, refine=8, eta=0.05, refiner="em",
+                       cluster=ClusterOptions(backend="local", workers=2))
     elbo = np.array(m.info["refine"]["elbo"])
     assert 2 <= len(elbo) == m.info["refine"]["iterations"] <= 8     # at most 8; the stopping rule may end it sooner
     # allowance: rounding of a sum of ~10⁴ terms of size ~10 (relative 1e-12)
@@ -94,7 +95,7 @@ def test_elbo_never_decreases(small):
 
 def test_refinement_keeps_or_improves_recovery():
     c = sample_corpus(5000, 400, 5, np.random.default_rng(3), alpha0=1.0)
-    kw = dict(alpha0=1.0, backend="local", seed=0, progress=False, refiner="em")
+    kw = dict(alpha0=1.0, seed=0, progress=False, refiner="em", cluster=ClusterOptions(backend="local"))
     spec = distdp.fit_lda(c.counts, 5, refine=0, **kw)
     ref = distdp.fit_lda(c.counts, 5, refine=3, **kw)
     e0, e1 = distdp.matched_l1(spec.topic_word, c.topic_word)[0], distdp.matched_l1(ref.topic_word, c.topic_word)[0]
@@ -119,7 +120,8 @@ def test_fit_records_coherence_and_reuters_topics_are_coherent():
     import lda.datasets
 
     X = sp.csr_matrix(lda.datasets.load_reuters().astype(float))
-    m = distdp.fit_lda(X, 10, backend="local", seed=0, progress=False, vocab=list(lda.datasets.load_reuters_vocab()))
+    m = distdp.fit_lda(X, 10, seed=0, progress=False, vocab=list(lda.datasets.load_reuters_vocab()),
+                       cluster=ClusterOptions(backend="local"))
     coh = m.info["coherence"]
     assert coh["measure"] == "NPMI" and len(coh["per_topic"]) == 10
     # a random 10-word list scores ≈ 0 or below on this corpus; measured 0.36 for the spectral topics
@@ -133,7 +135,7 @@ def test_fit_records_coherence_and_reuters_topics_are_coherent():
 ])
 def test_bad_refine_parameters(small, kwargs, needle):
     with pytest.raises(ValueError, match=needle):
-        distdp.fit_lda(small.counts, 4, backend="local", progress=False, **kwargs)
+        distdp.fit_lda(small.counts, 4, progress=False, **kwargs, cluster=ClusterOptions(backend="local"))
 
 
 def test_alpha_update_never_lowers_its_objective_and_is_its_maximum():

@@ -12,6 +12,7 @@ from distdp.lda import whitening
 from distdp.lda.synthetic import sample_corpus, sample_topics
 from distdp.lda import moments
 from distdp.lda.shard import Shard
+from distdp.api import ClusterOptions
 
 
 def _operator(rng, d, positive, negative):
@@ -93,7 +94,8 @@ def test_short_documents_fit_k_topics_and_recover_them():
     assert X.sum() / X.shape[0] == pytest.approx(8.0, rel=0.05)
     with warnings.catch_warnings():
         warnings.simplefilter("error")        # no "fewer topics supported" warning
-        model = distdp.fit_lda(X, 20, backend="local", seed=0, progress=False, refine=0, coherence=False)
+        model = distdp.fit_lda(X, 20, seed=0, progress=False, refine=0, coherence=False,
+                               cluster=ClusterOptions(backend="local"))
     assert model.info["corpus"]["n_topics_spectral"] == 20
     assert model.info["whitening"]["eigensolver"] == "lobpcg"
     n_k = X.sum() * c.alpha / c.alpha.sum()

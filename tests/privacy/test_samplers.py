@@ -20,6 +20,7 @@ from scipy import stats
 from distdp.privacy import mechanisms as M
 from distdp.privacy.ledger import PrivacyLedger, Release
 from distdp.privacy import accounting
+from distdp.api import ClusterOptions, PrivacyOptions
 
 P_MIN = 1e-4      # false-alarm probability of each KS test below (p-values are uniform under the null)
 
@@ -159,8 +160,9 @@ def test_private_fit_names_the_sampler_of_every_release(small_counts):
     # Fresh OS noise (the point of the test), so no seed: at ε = 4 the unmixing release's noisy Gram matrix was
     # not positive definite in 2 of 30 runs (BudgetNotMetError, a flaky failure); at ε = 16 in none of 30. ε = 50
     # keeps every release while making that failure far rarer still.
-    m = api.fit_lda(small_counts, 3, backend="local", epsilon=50.0, delta=1e-5, progress=False, coherence=False,
-                    vocab_public=True)
+    m = api.fit_lda(small_counts, 3, progress=False, coherence=False,
+                    privacy=PrivacyOptions(epsilon=50.0, delta=1e-5, vocab_public=True),
+                    cluster=ClusterOptions(backend="local"))
     rels = _releases(m.info)
     assert rels
     for r in rels:
@@ -172,8 +174,9 @@ def test_private_fit_names_the_sampler_of_every_release(small_counts):
 
 def test_reproducible_fit_names_numpy(small_counts):
     from distdp import api
-    m = api.fit_lda(small_counts, 3, backend="local", epsilon=4.0, delta=1e-5, progress=False, coherence=False,
-                    vocab_public=True, seed=0, reproducible=True)
+    m = api.fit_lda(small_counts, 3, progress=False, coherence=False, seed=0,
+                    privacy=PrivacyOptions(epsilon=4.0, delta=1e-5, vocab_public=True, reproducible=True),
+                    cluster=ClusterOptions(backend="local"))
     assert all(r["sampler"] == M.SEEDED for r in _releases(m.info))
 
 

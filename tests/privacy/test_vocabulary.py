@@ -214,10 +214,10 @@ def test_prepare_cli_dp_vocabulary(tmp_path, text_file, capsys):
     meta = json.loads((out / "prepare.json").read_text())
     assert meta["vocab_from_private_data"] is True and meta["vocab_dp"] is True
     vp = meta["vocabulary_privacy"]
-    for key in ("mechanism", "epsilon", "delta", "delta_threshold", "max_words_per_doc", "private", "release"):
+    for key in ("mechanism", "epsilon", "delta", "delta_threshold", "max_words_per_doc", "private", "ledger"):
         assert key in vp
     assert vp["private"] is True and vp["epsilon"] == 1.0 and vp["delta"] == 1e-6 and vp["max_words_per_doc"] == 20
-    assert Release.from_dict(vp["release"]).stage == "vocabulary"
+    assert len(vp["ledger"]) == 1 and Release.from_dict(vp["ledger"][0]).stage == "vocabulary"
     vocab = (out / "vocab.txt").read_text().split()
     assert len(vocab) == 10 and set(vocab) <= set(common)          # no document's own word is released
     assert vocabulary_privacy(out) == vp and vocabulary_privacy(out / "part-00000.parquet") == vp

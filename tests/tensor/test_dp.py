@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from distdp.privacy import accounting
+from distdp.privacy.neighbours import REPLACE_ONE_POINT
 from distdp.tensor import forms
 from distdp.tensor.dp import (IMTIAZ_SARWATE, SYMMETRIC_ENTRY, GaussianReleaseNoise, n_releases,
                               private_power_method, replace_one_point)
@@ -105,10 +106,10 @@ def test_released_eigenvalues_carry_noise_of_the_stated_scale_end_to_end():
                                rng=np.random.default_rng(4), reproducible=True)
     U = op.last
     exact = forms.tensor_value(T, U)
-    m = res.privacy.noise_multiplier
+    m = res.privacy.details["noise_multiplier"]
     Z = (res.restart_values[0] - exact) / (m * 6 * np.max(np.abs(U), axis=0) ** 3)
     assert stats.kstest(Z, "norm").pvalue > 1e-3  # see the tolerance note of the test above
-    assert res.privacy.releases == 1 * 3000 * 2
+    assert res.privacy.details["releases"] == 1 * 3000 * 2
 
 
 def test_tight_and_paper_accounting_report_the_certified_epsilon():
@@ -117,22 +118,22 @@ def test_tight_and_paper_accounting_report_the_certified_epsilon():
     T = forms.rank_one_sum([1e5, 6e4], V)
     tight = private_power_method(T, 2, epsilon=1.0, delta=1e-6, n_restarts=5, n_iters=6)
     K = 2 * 5 * 7
-    r = tight.privacy
-    assert r.private and r.releases == K and r.accounting == "tight"
-    assert r.epsilon_pld <= 1.0 + 1e-9 and r.epsilon_pld > 0.999
-    assert abs(r.epsilon_exact - r.epsilon_pld) < 1e-3 and r.epsilon_rdp >= r.epsilon_exact
-    assert r.nu == pytest.approx(6 * r.noise_multiplier)
+    r, rd = tight.privacy, tight.privacy.details
+    assert r.private and rd["releases"] == K and r.accounting == "tight" and r.epsilon == rd["epsilon_pld"]
+    assert rd["epsilon_pld"] <= 1.0 + 1e-9 and rd["epsilon_pld"] > 0.999
+    assert abs(rd["epsilon_exact"] - rd["epsilon_pld"]) < 1e-3 and rd["epsilon_rdp"] >= rd["epsilon_exact"]
+    assert rd["nu"] == pytest.approx(6 * rd["noise_multiplier"])
     paper = private_power_method(T, 2, epsilon=1.0, delta=1e-6, n_restarts=5, n_iters=6, accounting="paper")
-    p = paper.privacy
+    pd = paper.privacy.details
     recipe = accounting.paper_dp_tpm_recipe(1.0, 1e-6, K)
-    assert p.noise_multiplier == pytest.approx(recipe.noise_multiplier)
-    assert p.nu == pytest.approx(6 * math.sqrt(2 * math.log(1.25 / recipe.delta_prime)) / recipe.epsilon_prime)
-    assert p.epsilon_pld < 0.5 and p.paper["advanced_composition_epsilon"] > 1.2  # W&A 2016, Thm 4.1's proof: ≈ 1.31, not 1
-    assert p.noise_multiplier > 3 * r.noise_multiplier
+    assert pd["noise_multiplier"] == pytest.approx(recipe.noise_multiplier)
+    assert pd["nu"] == pytest.approx(6 * math.sqrt(2 * math.log(1.25 / recipe.delta_prime)) / recipe.epsilon_prime)
+    assert pd["epsilon_pld"] < 0.5 and pd["paper"]["advanced_composition_epsilon"] > 1.2  # W&A 2016, Thm 4.1's proof: ≈ 1.31, not 1
+    assert pd["noise_multiplier"] > 3 * rd["noise_multiplier"]
     # λ ≫ noise here: both recover the components
     for res in (tight, paper):
         assert np.min(np.max(np.abs(V.T @ res.eigenvectors), axis=1)) > 0.99
-    assert tight.to_dict()["privacy"]["ledger"]["releases"][0]["count"] == 2 * 5 * 6
+    assert tight.to_dict()["privacy"]["ledger"][0]["count"] == 2 * 5 * 6
 
 
 def test_simultaneous_private_variant_counts_its_column_releases():
@@ -142,12 +143,12 @@ def test_simultaneous_private_variant_counts_its_column_releases():
     T = forms.rank_one_sum([1e6, 8e5, 6e5], V)
     res = private_power_method(T, 3, epsilon=1.0, delta=1e-6, method="simultaneous", n_iters=10)
     L = default_n_restarts(3)
-    assert res.n_restarts == L and res.privacy.releases == 3 * L * 11 and res.method == "private-simultaneous"
-    assert res.privacy.releases == n_releases("simultaneous", 3, L, 10)
+    assert res.n_restarts == L and res.privacy.details["releases"] == 3 * L * 11 and res.method == "private-simultaneous"
+    assert res.privacy.details["releases"] == n_releases("simultaneous", 3, L, 10)
     assert np.min(np.max(np.abs(V.T @ res.eigenvectors), axis=1)) > 0.99
     with pytest.warns(UserWarning, match="not to the k largest"):
         one = private_power_method(T, 3, epsilon=1.0, delta=1e-6, method="simultaneous", n_restarts=1, n_iters=10)
-    assert one.privacy.releases == 3 * 11 and one.notes
+    assert one.privacy.details["releases"] == 3 * 11 and one.notes
 
 
 def test_private_run_on_a_huge_tensor_is_not_rescaled_and_still_works(monkeypatch):
@@ -179,8 +180,8 @@ def test_private_mode_refuses_a_seed_and_reproducible_mode_says_not_private():
     b = private_power_method(T, 1, epsilon=1, delta=1e-6, rng=np.random.default_rng(0), reproducible=True,
                              n_restarts=3, n_iters=3)
     np.testing.assert_array_equal(a.eigenvectors, b.eigenvectors)
-    assert not a.privacy.private and a.privacy.to_dict()["status"] == "not private"
-    assert any("not private" in n for n in a.privacy.notes)
+    assert not a.privacy.private and a.privacy.status == "not private"
+    assert any("not private" in n for n in a.privacy.not_private_because)
 
 
 @pytest.mark.parametrize("kwargs,match", [
@@ -201,6 +202,8 @@ def test_data_neighbour_reads_n_and_the_clip_bound_from_the_operator():
     X = np.random.default_rng(0).standard_normal((400, 5))
     res = private_power_method(EmpiricalMoment(X, clip_bound=2.0), 2, epsilon=1.0, delta=1e-6,
                                neighbour="replace-one-point", n_restarts=3, n_iters=3)
-    assert res.privacy.neighbour == "replace-one-point"
-    assert "n = 400" in res.privacy.neighbour_description
+    assert res.privacy.neighbour is REPLACE_ONE_POINT
+    assert res.privacy.to_dict()["neighbour"]["name"] == "replace-one-point"
+    assert "n = 400" in res.privacy.details["sensitivity"]["detail"] and "n = 400" in res.privacy.assumptions[0]
+    assert res.privacy.ledger.releases[0].neighbour == str(REPLACE_ONE_POINT)
     assert res.privacy.ledger.releases[0].sensitivity == f"{2 * 8 / 400:.6g}"

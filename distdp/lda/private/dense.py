@@ -23,7 +23,7 @@ documents. Documents shorter than 3 tokens have zero weight.
 
 Privacy unit
 ------------
-Replace one document (:data:`NEIGHBOUR`). ``N`` (``n_docs``) is the public
+Replace one document (:data:`~distdp.privacy.neighbours.REPLACE_ONE_DOCUMENT`). ``N`` (``n_docs``) is the public
 normaliser: the sensitivities below hold for the map corpus → moments with N
 fixed, for any replacement document (a short one contributes 0), provided
 the number of eligible documents ``n_used`` is ≤ N. In private pipelines N is
@@ -68,13 +68,16 @@ from distdp.lda import clip_normalise, recover_parameters
 from distdp.lda.moments import MomentCoefficients, doc_lengths, doc_weights
 from distdp.privacy import accounting as acct
 from distdp.privacy import mechanisms
-from distdp.privacy.ledger import BudgetNotMetError, PrivacyLedger, Release
+from distdp.privacy.ledger import BudgetNotMetError, PrivacyLedger
+from distdp.privacy.neighbours import REPLACE_ONE_DOCUMENT
+from distdp.privacy.releases import PrivateReleases
+from distdp.privacy.report import PrivacyReport
 from distdp.lda.private.single_topic import MAX_DENSE_M3_ENTRIES, whiten_noisy, whiten_tensor
 from distdp.tensor import power
 from distdp.lda.whitening import Whitening, dense_top_eigh, top_k_from_symmetric
 
 __all__ = [
-    "MECHANISMS", "ACCOUNTING", "NEIGHBOUR", "PROVEN", "PAPER_CLAIM", "NO_GUARANTEE",
+    "MECHANISMS", "ACCOUNTING", "PROVEN", "PAPER_CLAIM", "NO_GUARANTEE",
     "DenseMomentPartial", "DenseLDAResult", "check_dense_vocab", "dense_moment_partial", "lda_moments",
     "m2_sensitivity", "m3_sensitivity", "paper_delta2_delta3", "m3_l1_norm_bound",
     "whitened_tensor_sensitivity", "unwhitening_sensitivity", "eigengap", "component_sensitivity",
@@ -86,8 +89,6 @@ __all__ = [
 MECHANISMS = ("config1", "config1-paper", "config2", "config3", "config4", "agn", "avn")
 #: Budget splits of :func:`fit_dense`.
 ACCOUNTING = ("tight", "paper")
-#: Neighbour notion of every release.
-NEIGHBOUR = "replace one document"
 PROVEN = "proven"
 PAPER_CLAIM = "paper claim, conditions unchecked"
 NO_GUARANTEE = "none (reproducible seed)"
@@ -731,17 +732,19 @@ def _plan(stages: list[_Stage], epsilon: float, delta: float, accounting: str, t
     return _Plan(mult, peps, ())
 
 
-def _gaussian_release(plan: _Plan, stage: _Stage, sensitivity: float, note: str) -> tuple[float, Release]:
-    """σ for ``stage`` and its ledger record."""
+def _gaussian(ctx: "_Ctx", plan: _Plan, stage: _Stage, sensitivity: float, note: str, value: np.ndarray,
+              form: str = "plain") -> np.ndarray:
+    """``value`` + the planned Gaussian noise of ``stage`` (σ = multiplier × ``sensitivity``), recorded.
+
+    ``form``: ``"plain"`` (every entry), ``"matrix"`` / ``"tensor"`` (the
+    unique entries of a symmetric matrix / 3-tensor, mirrored).
+    """
     m = plan.multiplier[stage.name]
     sigma = m * sensitivity
-    return sigma, Release(stage.name, "gaussian", float(sensitivity), float(sigma), stage.count,
-                          acct.gaussian_event(m, stage.count), NEIGHBOUR, note)
-
-
-def _sampled(rel: Release, gen, n_entries: int, mechanism: str = "gaussian") -> Release:
-    """``rel`` with the sampler that draws its noise (:func:`~distdp.privacy.mechanisms.sampler_name`)."""
-    return dataclasses.replace(rel, sampler=mechanisms.sampler_name(gen, mechanism, n_entries))
+    add = {"plain": ctx.releases.gaussian, "matrix": ctx.releases.symmetric_matrix,
+           "tensor": ctx.releases.symmetric_tensor}[form]
+    return add(stage.name, value, sigma, float(sensitivity), multiplier=m, count=stage.count, note=note,
+               noise_scale=float(sigma))
 
 
 # --------------------------------------------------------------------------- results
@@ -791,15 +794,30 @@ class DenseLDAResult:
     stage_budgets: tuple = ()
     eigenvalues: np.ndarray | None = None
 
+    @property
+    def privacy(self) -> PrivacyReport:
+        """The fit's :class:`~distdp.privacy.report.PrivacyReport`.
+
+        Private only when :attr:`guarantee` is :data:`PROVEN`; ``epsilon`` is
+        :attr:`epsilon_spent`, the request in ``requested_epsilon``. Details:
+        ``guarantee``, ``stage_budgets`` and ``alpha``.
+        """
+        proven = self.guarantee == PROVEN
+        details = {"guarantee": self.guarantee, "stage_budgets": [list(s) for s in self.stage_budgets],
+                   "alpha": [float(a) for a in self.alpha]}
+        if self.ledger is None:
+            return PrivacyReport(private=False, mechanism=self.mechanism, neighbour=REPLACE_ONE_DOCUMENT,
+                                 not_private_because=(self.guarantee,), assumptions=tuple(self.assumptions),
+                                 notes=tuple(self.notes), details=details)
+        return PrivacyReport(
+            private=proven, mechanism=self.mechanism, neighbour=REPLACE_ONE_DOCUMENT, epsilon=self.epsilon_spent,
+            delta=self.delta, requested_epsilon=self.epsilon, requested_delta=self.delta, accounting=self.accounting,
+            not_private_because=() if proven else (self.guarantee,), assumptions=tuple(self.assumptions),
+            notes=tuple(self.notes), ledger=self.ledger, details=details)
+
     def to_dict(self) -> dict:
-        """JSON-ready privacy report (no arrays of size d)."""
-        out = {"mechanism": self.mechanism, "guarantee": self.guarantee, "assumptions": list(self.assumptions),
-               "notes": list(self.notes), "epsilon": self.epsilon, "delta": self.delta,
-               "epsilon_spent": self.epsilon_spent, "accounting": self.accounting, "unit": NEIGHBOUR,
-               "stage_budgets": [list(s) for s in self.stage_budgets], "alpha": [float(a) for a in self.alpha]}
-        if self.ledger is not None:
-            out["ledger"] = self.ledger.to_dict()["releases"]
-        return out
+        """JSON-ready privacy report (:attr:`privacy`; no arrays of size d)."""
+        return self.privacy.to_dict()
 
 
 # --------------------------------------------------------------------------- pipeline pieces
@@ -864,13 +882,11 @@ class _Ctx:
     gen: np.random.Generator
     n_restarts: int | None
     n_iters: int | None
+    releases: PrivateReleases
 
 
 def _noisy_m2(ctx: _Ctx, plan: _Plan, stage: _Stage, note: str, ledger: PrivacyLedger) -> np.ndarray:
-    sigma, rel = _gaussian_release(plan, stage, ctx.delta2, note)
-    d = ctx.M2.shape[0]
-    ledger.record(_sampled(rel, ctx.gen, d * (d + 1) // 2))
-    return mechanisms.add_symmetric_matrix_noise(ctx.M2, sigma, ctx.gen)
+    return _gaussian(ctx, plan, stage, ctx.delta2, note, ctx.M2, "matrix")
 
 
 def _noisy_m3(ctx: _Ctx, plan: _Plan, stage: _Stage, ledger: PrivacyLedger) -> np.ndarray:
@@ -878,16 +894,13 @@ def _noisy_m3(ctx: _Ctx, plan: _Plan, stage: _Stage, ledger: PrivacyLedger) -> n
     if stage.kind == "pure":
         eps = plan.pure_epsilon[stage.name]
         beta = mechanisms.l2_vector_beta(eps, ctx.delta3)
-        ledger.record(Release(stage.name, "l2-vector", float(ctx.delta3), 1.0 / beta, 1, acct.pure_dp_event(eps),
-                              NEIGHBOUR, f"density ∝ exp(−β‖b‖₂), β = ε/Δ3 = {beta:.6g} on the "
-                              f"{mechanisms.n_unique_entries(d)} unique entries of M3 (AVN): pure ε = {eps:g}, "
-                              "accounted as a generic (ε, 0) event (binary randomized response)",
-                              mechanisms.sampler_name(ctx.gen, "l2-vector", mechanisms.n_unique_entries(d))))
-        return ctx.M3 + mechanisms.symmetric_tensor_noise(d, beta, ctx.gen, "l2")
-    sigma, rel = _gaussian_release(plan, stage, ctx.delta3,
-                                   f"Gaussian noise on the {mechanisms.n_unique_entries(d)} unique entries of M3")
-    ledger.record(_sampled(rel, ctx.gen, mechanisms.n_unique_entries(d)))
-    return mechanisms.add_symmetric_tensor_noise(ctx.M3, sigma, ctx.gen, "gaussian")
+        return ctx.releases.symmetric_tensor_l2(
+            stage.name, ctx.M3, beta, float(ctx.delta3), eps,
+            note=f"density ∝ exp(−β‖b‖₂), β = ε/Δ3 = {beta:.6g} on the {mechanisms.n_unique_entries(d)} unique "
+                 f"entries of M3 (AVN): pure ε = {eps:g}, accounted as a generic (ε, 0) event (binary randomized "
+                 "response)")
+    return _gaussian(ctx, plan, stage, ctx.delta3,
+                     f"Gaussian noise on the {mechanisms.n_unique_entries(d)} unique entries of M3", ctx.M3, "tensor")
 
 
 def _moment_noise(ctx: _Ctx, plan, stages, ledger, paper_two_m2: bool) -> _Fit:
@@ -935,18 +948,14 @@ def _whitened_setup(ctx: _Ctx):
 
 def _noisy_unwhiten(ctx, wh, dZ, plan, stage, ledger) -> np.ndarray:
     """Release ``Z = M2 W + G`` (d×k), the un-whitening aligned with W."""
-    sigma, rel = _gaussian_release(plan, stage, dZ, "Gaussian noise on M2·W (= U S^½, the un-whitening aligned "
-                                                    "with W); sensitivity Δ2/√σ_k + (‖M2‖+Δ2)·G.5 bound")
-    ledger.record(_sampled(rel, ctx.gen, ctx.M2.shape[0] * wh.W.shape[1]))
-    return mechanisms.add_gaussian(ctx.M2 @ wh.W, sigma, ctx.gen)
+    return _gaussian(ctx, plan, stage, dZ, "Gaussian noise on M2·W (= U S^½, the un-whitening aligned with W); "
+                                           "sensitivity Δ2/√σ_k + (‖M2‖+Δ2)·G.5 bound", ctx.M2 @ wh.W)
 
 
 def _config2(ctx: _Ctx, plan, stages, ledger, dname) -> _Fit:
     wh, T, dT, dZ, _, _ = _whitened_setup(ctx)
-    sigma, rel = _gaussian_release(plan, stages[0], dT, f"Gaussian noise on the {mechanisms.n_unique_entries(ctx.k)} "
-                                                        "unique entries of T̂ = M3(W,W,W); ΔT̂ of Thm G.6 eq. 67")
-    ledger.record(_sampled(rel, ctx.gen, mechanisms.n_unique_entries(ctx.k)))
-    Tn = mechanisms.add_symmetric_tensor_noise(T, sigma, ctx.gen, "gaussian")
+    Tn = _gaussian(ctx, plan, stages[0], dT, f"Gaussian noise on the {mechanisms.n_unique_entries(ctx.k)} unique "
+                                             "entries of T̂ = M3(W,W,W); ΔT̂ of Thm G.6 eq. 67", T, "tensor")
     Z = _noisy_unwhiten(ctx, wh, dZ, plan, stages[1], ledger)
     res = _decompose(Tn, ctx.k, ctx.gen, ctx.n_restarts, ctx.n_iters)
     return _finish_recovery(res.eigenvalues, res.eigenvectors, Z, ctx.alpha0,
@@ -974,11 +983,11 @@ def _config2_declared(ctx: _Ctx, plan, stages, ledger, bounds: DeclaredBounds, t
     vals, vecs = np.linalg.eigh(0.5 * (ctx.M2 + ctx.M2.T))       # ascending; one decomposition serves both
     margin = bounds_margin(vals[::-1], float(np.linalg.norm(ctx.M3)), bounds, ctx.delta2, ctx.delta3, ctx.k)
     threshold = ptr_threshold(eps0, delta0)
-    noisy_margin = float(mechanisms.add_laplace(margin, 1.0 / eps0, ctx.gen))
-    ledger.record(Release(name, "laplace", 1.0, 1.0 / eps0, 1, acct.laplace_event(1.0 / eps0), NEIGHBOUR,
-                          f"propose-test-release: documents to replace before the corpus violates the declared "
-                          f"bounds (sensitivity 1) + Laplace(1/ε0); passes above ln(1/(2δ0))/ε0 = {threshold:.4g}; "
-                          f"δ0 = {delta0:.3g} reserved"))
+    noisy_margin = float(ctx.releases.laplace(
+        name, margin, 1.0 / eps0, 1.0, event=acct.laplace_event(1.0 / eps0),
+        note=f"propose-test-release: documents to replace before the corpus violates the declared bounds "
+             f"(sensitivity 1) + Laplace(1/ε0); passes above ln(1/(2δ0))/ε0 = {threshold:.4g}; δ0 = {delta0:.3g} "
+             "reserved"))
     ledger.reserve_delta(delta0)
     if not noisy_margin > threshold:
         raise BudgetNotMetError(f"config2: the private test of the declared bounds failed (noisy margin "
@@ -988,15 +997,11 @@ def _config2_declared(ctx: _Ctx, plan, stages, ledger, bounds: DeclaredBounds, t
     d_t, d_z = declared_sensitivities(bounds, ctx.delta2, ctx.delta3, ctx.k)
     wh = top_k_from_symmetric(vals, vecs, ctx.k)
     W = wh.W * ctx.gen.choice([-1.0, 1.0], size=ctx.k)[None, :]
-    sigma, rel = _gaussian_release(plan, stages[0], d_t, f"Gaussian noise on the {mechanisms.n_unique_entries(ctx.k)} "
-                                                         "unique entries of T̂ = M3(WS,WS,WS), S random signs; ΔT "
-                                                         "from the declared bounds (declared_sensitivities)")
-    ledger.record(_sampled(rel, ctx.gen, mechanisms.n_unique_entries(ctx.k)))
-    Tn = mechanisms.add_symmetric_tensor_noise(whiten_tensor(ctx.M3, W), sigma, ctx.gen, "gaussian")
-    sigma, rel = _gaussian_release(plan, stages[1], d_z, "Gaussian noise on M2·WS (the un-whitening aligned with "
-                                                         "WS); ΔZ from the declared bounds")
-    ledger.record(_sampled(rel, ctx.gen, ctx.M2.shape[0] * W.shape[1]))
-    Z = mechanisms.add_gaussian(ctx.M2 @ W, sigma, ctx.gen)
+    Tn = _gaussian(ctx, plan, stages[0], d_t, f"Gaussian noise on the {mechanisms.n_unique_entries(ctx.k)} unique "
+                                              "entries of T̂ = M3(WS,WS,WS), S random signs; ΔT from the declared "
+                                              "bounds (declared_sensitivities)", whiten_tensor(ctx.M3, W), "tensor")
+    Z = _gaussian(ctx, plan, stages[1], d_z, "Gaussian noise on M2·WS (the un-whitening aligned with WS); ΔZ from "
+                                             "the declared bounds", ctx.M2 @ W)
     res = _decompose(Tn, ctx.k, ctx.gen, ctx.n_restarts, ctx.n_iters)
     return _finish_recovery(res.eigenvalues, res.eigenvectors, Z, ctx.alpha0,
                             [f"ΔT = {d_t:.4g}, Δ(M2W) = {d_z:.4g} from the declared bounds (public)"],
@@ -1027,15 +1032,11 @@ def _decomposition_assumptions(dname) -> list[str]:
 
 def _config3(ctx: _Ctx, plan, stages, ledger, dname) -> _Fit:
     wh, lam, V, dT, dZ, _, _, d_comp = _exact_decomposition(ctx)
-    sv, rel = _gaussian_release(plan, stages[0], d_comp, "Gaussian noise on each of the k tensor eigenvectors "
-                                                         "(ℓ2 sensitivity 2√k ΔT̂/γ_s per component, Thm G.7)")
-    ledger.record(_sampled(rel, ctx.gen, V.size))
-    sl, rel = _gaussian_release(plan, stages[1], d_comp, "Gaussian noise on each of the k tensor eigenvalues "
-                                                         "(2√k ΔT̂/γ_s per component, Thm G.7)")
-    ledger.record(_sampled(rel, ctx.gen, np.size(lam)))
-    Vn = mechanisms.add_gaussian(V, sv, ctx.gen)
+    Vn = _gaussian(ctx, plan, stages[0], d_comp, "Gaussian noise on each of the k tensor eigenvectors (ℓ2 "
+                                                 "sensitivity 2√k ΔT̂/γ_s per component, Thm G.7)", V)
     Vn = Vn / np.maximum(np.linalg.norm(Vn, axis=0, keepdims=True), 1e-300)
-    lam_n = mechanisms.add_gaussian(lam, sl, ctx.gen)
+    lam_n = _gaussian(ctx, plan, stages[1], d_comp, "Gaussian noise on each of the k tensor eigenvalues "
+                                                    "(2√k ΔT̂/γ_s per component, Thm G.7)", lam)
     if np.any(lam_n == 0):
         raise BudgetNotMetError("a noisy tensor eigenvalue is exactly 0: cannot recover topics")
     Z = _noisy_unwhiten(ctx, wh, dZ, plan, stages[2], ledger)
@@ -1048,14 +1049,11 @@ def _config4(ctx: _Ctx, plan, stages, ledger, dname) -> _Fit:
     wh, lam, V, dT, dZ, s1, sk, d_comp = _exact_decomposition(ctx)
     d_mu, d_alpha = output_sensitivities(d_comp, ctx.delta2, s1, sk, lam, ctx.alpha0)
     mu, alpha = _raw_output(lam, V, wh.unwhiten, ctx.alpha0)
-    sm, rel = _gaussian_release(plan, stages[0], d_mu, "Gaussian noise on each topic vector μ_i before clipping "
-                                                       "(Thm G.8's Δμ with the recovery scale (α0+2)/2)")
-    ledger.record(_sampled(rel, ctx.gen, np.size(mu)))
-    sa, rel = _gaussian_release(plan, stages[1], d_alpha, "Gaussian noise on each α_i; Δα = 2κΔλ̄/(λ_k − Δλ̄)³ "
-                                                          "by the mean value theorem (the paper derives none)")
-    ledger.record(_sampled(rel, ctx.gen, np.size(alpha)))
-    mu_n = mechanisms.add_gaussian(mu, sm, ctx.gen)
-    alpha_n = np.clip(mechanisms.add_gaussian(alpha, sa, ctx.gen), 0.0, None)
+    mu_n = _gaussian(ctx, plan, stages[0], d_mu, "Gaussian noise on each topic vector μ_i before clipping (Thm G.8's "
+                                                 "Δμ with the recovery scale (α0+2)/2)", mu)
+    alpha_n = np.clip(_gaussian(ctx, plan, stages[1], d_alpha, "Gaussian noise on each α_i; Δα = 2κΔλ̄/(λ_k − Δλ̄)³ "
+                                                               "by the mean value theorem (the paper derives none)",
+                                alpha), 0.0, None)
     order = np.argsort(-alpha_n, kind="stable")
     notes = [f"ΔT̂ = {dT:.4g}, Δλ̄ = {d_comp:.4g}, Δμ = {d_mu:.4g}, Δα = {d_alpha:.4g} (plug-in, private)",
              "noisy μ clipped at 0 and renormalised, noisy α clipped at 0 (post-processing)"]
@@ -1225,9 +1223,10 @@ def fit_dense(partial_or_counts, k: int, alpha0: float, mechanism: str, *, epsil
     else:
         d2, d3 = paper_delta2_delta3(alpha0, N)
         dname = "the paper's ℓ1 bound (App. G)"
-    ctx = _Ctx(M2, M3, k, alpha0, N, d2, d3, gen, n_restarts, n_iters)
     stages = _stages(mechanism, k)
     ledger = PrivacyLedger(private=not reproducible)
+    ctx = _Ctx(M2, M3, k, alpha0, N, d2, d3, gen, n_restarts, n_iters,
+               PrivateReleases(ledger, gen, REPLACE_ONE_DOCUMENT))
     test = None
     if declared_bounds is not None:
         if mechanism != "config2":

@@ -1,7 +1,8 @@
 """Private ``fit-lda``: budget, mechanisms, ledger and privacy report.
 
 The privacy unit is one document; neighbouring corpora replace one document
-by another (the number of documents is public). Noise comes from OS entropy
+by another (the number of documents is public:
+:data:`~distdp.privacy.neighbours.REPLACE_ONE_DOCUMENT`). Noise comes from OS entropy
 (:func:`~distdp.privacy.mechanisms.private_generator`); a seed is accepted
 only with ``reproducible=True``, and the report then says the result is not
 private. Every release is recorded in one ledger, accounted with PLD
@@ -18,9 +19,15 @@ import scipy.sparse as sp
 
 from distdp.io.prepare import check_delta_for_n_docs, read_prepare_json, vocabulary_provenance
 from distdp.lda import LDAModel, metrics, pipeline
+from distdp.lda.options import SolverOptions
 from distdp.lda.private import pipeline as private_pipeline
+from distdp.lda.private.options import PrivacyOptions
+from distdp.lda.private.shard import PrivateShard
+from distdp.lda.shard import Shard
 from distdp.lda.private import scalable
 from distdp.privacy import mechanisms
+from distdp.privacy.neighbours import REPLACE_ONE_DOCUMENT
+from distdp.privacy.report import PrivacyReport
 from distdp.privacy.ledger import (BudgetExceededError, BudgetNotMetError, PrivacyLedger, PrivateRunInternalError,
                                    Release)
 from distdp.progress import progress_bar
@@ -45,8 +52,6 @@ TAIL_SHARE_UNMIX = 0.3
 TAIL_GRAM_SHARE = 0.02
 UNMIX_GRAM_SHARE = 0.1
 SCAN_BUDGET = 0.02
-
-UNIT = "one document; neighbouring corpora replace one document by another (the number of documents is public)"
 
 #: What a private ``model.json`` leaves out (its ``privacy.not_released``): the non-private fit's ``timings_s``
 #: and ``resources`` are unnoised functions of the data. The CLI prints the fit's wall time on the terminal of
@@ -141,10 +146,12 @@ def vocabulary_entry(corpus, vocab_public: bool = False,
     if kind == "dp":
         info = meta["vocabulary_privacy"]
         report = {"source": "selected from this corpus with a DP mechanism", "provenance": "dp",
-                  **{k: v for k, v in info.items() if k != "release"}}
+                  **{k: v for k, v in info.items() if k not in ("release", "ledger")}}
         if not info.get("private", True):
             report["not_private"] = VOCAB_NOT_PRIVATE["dp_seeded"]
-        return report, Release.from_dict(info["release"]), float(info.get("delta_threshold", 0.0))
+        # the report's one-release ledger; prepare.json files written before the report had a ledger say "release"
+        release = info["ledger"][0] if "ledger" in info else info["release"]
+        return report, Release.from_dict(release), float(info.get("delta_threshold", 0.0))
     if kind == "built":
         return ({"source": "built from this (private) corpus WITHOUT differential privacy: the guarantee does "
                            "not cover the vocabulary; use a public vocabulary (prepare --vocab) or a DP selection",
@@ -230,12 +237,10 @@ def budget_plan(config: scalable.PrivateSpectralConfig, refinement: private_pipe
     return scalable.split_whitening(plan) if r.unmix and config.dense_whitening else plan
 
 
-def fit_lda_private(corpus, k: int, open_shards: Callable, public_npmi: Callable, *, alpha0: float, model: str,
-                    seed, refine: int, eta, out, overwrite: bool, progress: bool, epsilon, delta, mechanism: str,
-                    refine_budget, length_cap: int, reproducible: bool, public_corpus, coherence: bool,
-                    working_vocab=None, unmix=None, declared_bounds=None, whitening=None, vocab_public: bool = False,
-                    **solver) -> LDAModel:
-    """The private branch of :func:`distdp.api.fit_lda` (same parameters).
+def fit_lda_private(corpus, k: int, open_shards: Callable, public_npmi: Callable, privacy: PrivacyOptions, *,
+                    alpha0: float, model: str, seed, refine: int | None, eta, out, overwrite: bool, progress: bool,
+                    coherence: bool, solver: SolverOptions | None = None) -> LDAModel:
+    """The private branch of :func:`distdp.api.fit_lda` (same parameters; ``privacy`` given).
 
     The caller (the API layer) provides the transport: ``open_shards()`` opens
     ``corpus`` on shards of :class:`distdp.lda.private.shard.PrivateShard` (a
@@ -245,17 +250,19 @@ def fit_lda_private(corpus, k: int, open_shards: Callable, public_npmi: Callable
     vocabulary's thresholding δ) is checked against 1/N (:func:`check_delta_documents`) before the first
     one. ``model.json`` records no wall time or resource use (:data:`NOT_RECORDED`).
 
-    With a scalable mechanism, ``refine``, ``unmix``, ``refine_budget`` and
-    ``working_vocab`` default as :func:`resolve_refinement` says (two
+    With a scalable mechanism, ``refine``, ``privacy.unmix``, ``privacy.refine_budget`` and
+    ``privacy.working_vocab`` default as :func:`resolve_refinement` says (two
     unmixing passes after a tail release); ``model='stm'`` takes unmixing
     passes (each document's θ̂ the one-hot of its single-topic posterior
     mode) but no EM; the dense mechanisms take neither.
     """
-    check_private_args(epsilon, delta, seed, reproducible, refine or 0, refine_budget, length_cap, unmix or 0)
-    mech = resolve_mechanism(mechanism, k)
+    p = privacy
+    epsilon, delta, reproducible, declared_bounds = p.epsilon, p.delta, p.reproducible, p.declared_bounds
+    check_private_args(epsilon, delta, seed, reproducible, refine or 0, p.refine_budget, p.length_cap, p.unmix or 0)
+    mech = resolve_mechanism(p.mechanism, k)
     if refine and model != "lda":
         raise ValueError("refine (variational EM) applies to model='lda' only (model='stm' takes --unmix passes)")
-    if (refine or unmix) and mech in DENSE:
+    if (refine or p.unmix) and mech in DENSE:
         raise ValueError(f"private refinement builds on the scalable mechanisms {SCALABLE}, not {mech!r}")
     if declared_bounds is not None:
         from distdp.lda.private import dense
@@ -264,27 +271,27 @@ def fit_lda_private(corpus, k: int, open_shards: Callable, public_npmi: Callable
             raise ValueError(f"declared_bounds apply to config2 only (--mechanism config2), not {mech!r}")
         if isinstance(declared_bounds, str):
             declared_bounds = dense.DeclaredBounds.parse(declared_bounds)
-    for name, value in (("working_vocab", working_vocab), ("whitening", whitening)):
+    for name, value in (("working_vocab", p.working_vocab), ("whitening", p.whitening)):
         if value is not None and mech in DENSE:
             raise ValueError(f"{name} applies to the scalable mechanisms {SCALABLE}, not {mech!r}")
-    whitening = "auto" if whitening is None else whitening
+    whitening = "auto" if p.whitening is None else p.whitening
     scalable.whitening_form(whitening, 1)  # reject a bad value before any pass
-    params = pipeline.SpectralParams(k=k, alpha0=alpha0, model=model, **solver)
+    params = (solver or SolverOptions()).spectral_params(k, alpha0, model)
     check_solver_args(params, mech)
     rng = np.random.default_rng(seed) if reproducible else mechanisms.private_generator()
     ledger = PrivacyLedger(private=not reproducible)
-    vocab_report, vocab_release, vocab_delta = vocabulary_entry(corpus, vocab_public, reproducible)
+    vocab_report, vocab_release, vocab_delta = vocabulary_entry(corpus, p.vocab_public, reproducible)
     update, close = progress_bar(progress)
     eta = 1.0 / k if eta is None else float(eta)
     with open_shards() as oc:
         params.validate(oc.vocab_size)
-        check_delta_documents(delta, vocab_delta, int(sum(oc.backend.call("row_count"))))
+        check_delta_documents(delta, vocab_delta, int(sum(oc.backend.call(Shard.row_count))))
         try:
             if mech in DENSE:
                 fit = _fit_dense(oc, params, mech, epsilon, delta, rng, reproducible, declared_bounds)
             else:
-                r = resolve_refinement(oc.vocab_size, k, refine, unmix, refine_budget, working_vocab)
-                config = spectral_config(epsilon, delta, r, mech, length_cap, whitening)
+                r = resolve_refinement(oc.vocab_size, k, refine, p.unmix, p.refine_budget, p.working_vocab)
+                config = spectral_config(epsilon, delta, r, mech, p.length_cap, whitening)
                 fit = _fit_scalable(oc, params, config, rng, ledger, r, eta, update)
         except Exception as exc:
             raise_internal(exc, None if mech in DENSE else len(ledger.releases))
@@ -294,12 +301,12 @@ def fit_lda_private(corpus, k: int, open_shards: Callable, public_npmi: Callable
     if vocab_release is not None:
         fit["ledger"].releases.insert(0, vocab_release)
     npmi = None
-    if coherence and public_corpus is not None:
-        npmi = public_npmi(LDAModel(fit["topic_word"], fit["alpha"], 0.0, model, oc.vocab, {}), public_corpus)
-    info = _report(fit, oc, params, mech, epsilon, delta, spent, seed, reproducible, length_cap, eta, oc.kind,
+    if coherence and p.public_corpus is not None:
+        npmi = public_npmi(LDAModel(fit["topic_word"], fit["alpha"], 0.0, model, oc.vocab, {}), p.public_corpus)
+    info = _report(fit, oc, params, mech, epsilon, delta, spent, seed, reproducible, p.length_cap, eta, oc.kind,
                    vocab_report, vocab_delta)
     if npmi is not None:
-        info["coherence"] = {"measure": "NPMI", "top_n": metrics.COHERENCE_TOP_N, "corpus": f"declared public: {public_corpus}",
+        info["coherence"] = {"measure": "NPMI", "top_n": metrics.COHERENCE_TOP_N, "corpus": f"declared public: {p.public_corpus}",
                              "mean": float(npmi.mean()), "per_topic": npmi}
     elif coherence:
         info["coherence"] = {"omitted": "coherence on the private training corpus would be a further release; "
@@ -372,10 +379,10 @@ def _fit_dense(oc, params, mech, epsilon, delta, rng, reproducible, declared_bou
     from distdp.lda.private import dense
 
     dense.check_dense_vocab(oc.vocab_size)
-    partial = pipeline.sum_partials(oc.backend.call("dense_moments"))
+    partial = pipeline.sum_partials(oc.backend.call(PrivateShard.dense_moments))
     # The public normaliser is the number of rows (an upper bound on the documents used, as the
     # sensitivities require); documents shorter than 3 tokens contribute zero.
-    n_docs = int(sum(oc.backend.call("row_count")))
+    n_docs = int(sum(oc.backend.call(Shard.row_count)))
     res = dense.fit_dense(partial, params.k, params.moment_alpha0, mech, epsilon=epsilon, delta=delta,
                               rng=rng if reproducible else None, reproducible=reproducible,
                               n_restarts=params.n_restarts, n_iters=params.n_iters, n_docs=n_docs,
@@ -419,26 +426,23 @@ def _report(fit, oc, params, mech, epsilon, delta, spent, seed, reproducible, le
     r: private_pipeline.Refinement | None = fit.get("refinement")
     total_delta = delta + vocab_delta
     reasons = not_private_reasons(fit["guarantee"], ledger.private, vocab_report)
-    privacy = {
-        "private": not reasons,
-        "guarantee": fit["guarantee"], "mechanism": mech, "unit": UNIT,
-        "requested": {"epsilon": epsilon, "delta": delta},
-        # The vocabulary's thresholding adds its δ on top of the ledger's (ε, δ) (distdp.privacy.vocabulary).
-        "epsilon": float(ledger.epsilon(delta)), "delta": total_delta, "epsilon_fit": float(spent),
-        "accounting": "tight: privacy loss distributions (Google dp-accounting), Gaussian releases composed "
-                      "exactly (μ-GDP); noise multipliers calibrated jointly from (epsilon, delta)",
-        "noise_source": "seeded generator (reproducible, NOT private)" if reproducible else "OS entropy",
-        "vocabulary": vocab_report, "assumptions": fit["assumptions"],
-        "not_released": ["per-document γ/φ", "evidence lower bound", "exact document and token counts",
-                         "coherence on the training corpus", NOT_RECORDED],
-        "ledger": [rel.to_dict() for rel in ledger.releases],
-    }
-    if reasons:
-        privacy["not_private_because"] = reasons
+    details = {"guarantee": fit["guarantee"], "epsilon_fit": float(spent),
+               "noise_source": "seeded generator (reproducible, NOT private)" if reproducible else "OS entropy",
+               "vocabulary": vocab_report}
     if ledger.delta_reserved:  # a propose-test-release check: part of δ, outside the events
-        privacy["delta_reserved"] = ledger.delta_reserved
+        details["delta_reserved"] = ledger.delta_reserved
+    # The vocabulary's thresholding adds its δ on top of the ledger's (ε, δ) (distdp.privacy.vocabulary).
+    privacy = PrivacyReport(
+        private=not reasons, mechanism=mech, neighbour=REPLACE_ONE_DOCUMENT, epsilon=float(ledger.epsilon(delta)),
+        delta=total_delta, requested_epsilon=epsilon, requested_delta=delta,
+        accounting="tight: privacy loss distributions (Google dp-accounting), Gaussian releases composed "
+                   "exactly (μ-GDP); noise multipliers calibrated jointly from (epsilon, delta)",
+        not_private_because=tuple(reasons), assumptions=tuple(fit["assumptions"]),
+        not_released=("per-document γ/φ", "evidence lower bound", "exact document and token counts",
+                      "coherence on the training corpus", NOT_RECORDED),
+        ledger=ledger, details=details).to_dict()
     stats = ({**fit["spectral"].result.stats, "vocab_size": oc.vocab_size} if "spectral" in fit else
-             {"n_docs": int(sum(oc.backend.call("row_count"))), "vocab_size": oc.vocab_size})
+             {"n_docs": int(sum(oc.backend.call(Shard.row_count))), "vocab_size": oc.vocab_size})
     info = {
         "method": _method(mech, r, oc.vocab_size),
         "parameters": {"k": params.k, "alpha0": params.alpha0, "model": params.model, "seed": seed,

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
 from dataclasses import dataclass
 from typing import Callable
 
@@ -46,13 +45,16 @@ import numpy as np
 
 from distdp import lda
 from distdp.lda import moments, refine, whitening
-from distdp.lda.pipeline import Backend, RefineResult, SpectralParams, SpectralResult, Stages, sum_partials, check_em_args, matrix_key
+from distdp.lda.pipeline import (Backend, RefineResult, SpectralParams, SpectralResult, Stages, check_em_args,
+                                 matrix_key, refine_em, sum_partials)
 from distdp.privacy import accounting, mechanisms
 from distdp.lda.private import scalable
-from distdp.privacy.ledger import BudgetNotMetError, PrivacyLedger, Release
+from distdp.lda.private.shard import PrivateShard
+from distdp.lda.shard import Shard
+from distdp.privacy.ledger import BudgetNotMetError, PrivacyLedger
+from distdp.privacy.neighbours import REPLACE_ONE_DOCUMENT
+from distdp.privacy.releases import PrivateReleases
 from distdp.tensor.power import robust_power_method
-
-NEIGHBOUR = "replace one document (number of documents public)"
 
 
 @dataclass
@@ -80,10 +82,12 @@ class PrivateSpectral:
 
 
 class _Noise:
-    """Adds the planned Gaussian noise at the coordinator and records each stage once."""
+    """The budget plan over :class:`~distdp.privacy.releases.PrivateReleases`: the planned Gaussian noise at the
+    coordinator, each stage recorded once (on its first release, with the plan's multiplier and count)."""
 
     def __init__(self, plan: dict, rng: np.random.Generator, ledger: PrivacyLedger):
         self.plan, self.rng, self.ledger = plan, rng, ledger
+        self.releases = PrivateReleases(ledger, rng, REPLACE_ONE_DOCUMENT)
         self._recorded: set = set()
 
     def sigma(self, stage: str, sensitivity: float) -> float:
@@ -93,34 +97,26 @@ class _Noise:
     def add(self, stage: str, value: np.ndarray, sensitivity: float, *, record_sensitivity=None,
             note: str = "", symmetric2: bool = False, symmetric3: bool = False) -> np.ndarray:
         """``value`` + noise of σ = multiplier × ``sensitivity``; the first call of a stage records it."""
-        d = np.shape(value)[0] if symmetric2 or symmetric3 else 0
-        n = (d * (d + 1) // 2 if symmetric2 else mechanisms.n_unique_entries(d) if symmetric3
-             else int(np.size(value)))
-        sigma = self._record(stage, sensitivity, record_sensitivity, note,
-                             mechanisms.sampler_name(self.rng, "gaussian", n))
-        if symmetric2:
-            return mechanisms.add_symmetric_matrix_noise(value, sigma, self.rng)
-        if symmetric3:
-            return mechanisms.add_symmetric_tensor_noise(value, sigma, self.rng)
-        return mechanisms.add_gaussian(value, sigma, self.rng)
+        sigma, kw = self._planned(stage, sensitivity, record_sensitivity, note)
+        add = (self.releases.symmetric_matrix if symmetric2 else self.releases.symmetric_tensor if symmetric3
+               else self.releases.gaussian)
+        return add(stage, value, sigma, **kw)
 
     def operator(self, stage: str, d: int, sensitivity: float, *, note: str = "") -> mechanisms.SymmetricNoiseOperator:
         """The symmetric d×d noise of one ``stage`` release, never formed (its products only); records the stage."""
-        return mechanisms.SymmetricNoiseOperator(
-            d, self._record(stage, sensitivity, None, note, mechanisms.sampler_name(self.rng, "operator", d * d)),
-            self.rng)
+        sigma, kw = self._planned(stage, sensitivity, None, note)
+        return self.releases.operator(stage, d, sigma, **kw)
 
-    def _record(self, stage: str, sensitivity: float, record_sensitivity, note: str, sampler: str = "") -> float:
-        """σ of ``stage``; its ledger entry is written on the stage's first release."""
+    def _planned(self, stage: str, sensitivity: float, record_sensitivity, note: str) -> tuple[float, dict]:
+        """σ of ``stage`` and the record's fields; ``record`` is true on the stage's first release only."""
         sn = self.plan[stage]
+        formula = record_sensitivity is not None
         sigma = self.sigma(stage, sensitivity)
-        if stage not in self._recorded:
-            self._recorded.add(stage)
-            self.ledger.record(Release(
-                stage, "gaussian", record_sensitivity if record_sensitivity is not None else float(sensitivity),
-                f"{sn.multiplier:.6g} × sensitivity" if record_sensitivity is not None else float(sigma),
-                sn.count, accounting.gaussian_event(sn.multiplier, sn.count), NEIGHBOUR, note, sampler))
-        return sigma
+        first = stage not in self._recorded
+        self._recorded.add(stage)
+        return sigma, {"sensitivity": record_sensitivity if formula else float(sensitivity),
+                       "noise_scale": f"{sn.multiplier:.6g} × sensitivity" if formula else float(sigma),
+                       "multiplier": sn.multiplier, "count": sn.count, "note": note, "record": first}
 
 
 class ColumnBackend:
@@ -135,12 +131,12 @@ class ColumnBackend:
         self.n_shards = backend.n_shards
         self._ref, self._key = backend.broadcast(self.columns), matrix_key(self.columns)
 
-    def call(self, method: str, *args) -> list:
-        """``Shard.<method>(*args)`` on the restricted documents of every shard."""
-        return self.backend.call("on_columns", self._ref, self._key, method, *args)
+    def call(self, method: Callable, *args) -> list:
+        """``<shard>.<method>(*args)`` on the restricted documents of every shard."""
+        return self.backend.call(Shard.on_columns, self._ref, self._key, method, *args)
 
-    def call_full(self, method: str, *args) -> list:
-        """``Shard.<method>(columns, key, *args)`` on the whole shards (a method that also reads the view)."""
+    def call_full(self, method: Callable, *args) -> list:
+        """``<shard>.<method>(columns, key, *args)`` on the whole shards (a method that also reads the view)."""
         return self.backend.call(method, self._ref, self._key, *args)
 
     def broadcast(self, value):
@@ -170,7 +166,7 @@ class Scan:
 def private_scan(backend: Backend, n_total: int, quantile: float, noise: "_Noise") -> Scan:
     """Release ``[Σ_n x_n/l_n, hist ‖x_n‖₂]`` on all words (sensitivity 2, no clipping)."""
     edges = scalable.log_grid(*scalable.COUNT_NORM_GRID)
-    raw = sum_partials(backend.call("private_scan", edges))
+    raw = sum_partials(backend.call(PrivateShard.private_scan, edges))
     noisy = noise.add("scan", raw, scalable.SCAN_SENSITIVITY,
                       note="[Σ_n x_n/l_n, histogram ‖x_n‖₂] on every word: working vocabulary and EM clip bound")
     d = raw.size - (len(edges) - 1)
@@ -187,7 +183,7 @@ def _release_counts(backend, config, noise, n_total, scales=None):
     """Release 1: used-document count, capped token total and the norm histograms → N̂, tokens, C1, C2
     (the second moment's norms those of ``S m2_n S`` with word ``scales``)."""
     edges = scalable.log_grid(*scalable.NORM_GRID)
-    raw = sum_partials(backend.call("private_counts", config.length_cap, edges, edges, config.dense_whitening,
+    raw = sum_partials(backend.call(PrivateShard.private_counts, config.length_cap, edges, edges, config.dense_whitening,
                                     scales))
     norm = "‖m2_n‖_u (unique entries)" if config.dense_whitening else "‖m2_n‖_F"
     norm = _scaled_note(norm, scales is not None)
@@ -337,7 +333,7 @@ def _whitening_dense(backend, d, k, coef, n_hat, m1, m1_var, c2, sens, noise, re
     fit gives the unmade releases' μ² to the passes); else the second part is
     released and averaged with the first by precision.
     """
-    total = sum_partials(backend.call("private_m2_dense", c2, scales))
+    total = sum_partials(backend.call(PrivateShard.private_m2_dense, c2, scales))
     notes = _m2_release_notes(noise, d, False, restart, scales is not None)
     shift = coef.a2 * m1_var
 
@@ -412,7 +408,7 @@ def _whitening_matrix_free(backend, d, k, p, coef, n_hat, m1, m1_var, c2, sens, 
     solver = {"form": "matrix-free", "solver": "lobpcg", "products": 0, "converged": True}
 
     def m2_apply(X):
-        raw = sum_partials(backend.call("private_m2_product", backend.broadcast(X), c2, True, scales))
+        raw = sum_partials(backend.call(PrivateShard.private_m2_product, backend.broadcast(X), c2, True, scales))
         for weight, op in ops:
             raw = raw + weight * op.matmat(X)      # not in place: a single Ray shard's result is read-only
         solver["products"] += 1
@@ -443,7 +439,7 @@ def _whitening_products(backend, d, p, coef, n_hat, m1, m1_var, c2, sens, config
     """Noisy subspace iteration on ``M2``, one release per product (the power form)."""
     Q = _orthonormal(rng, d, p)
     for i in range(config.eig_iters + 1):
-        raw = sum_partials(backend.call("private_m2_product", backend.broadcast(Q), c2, False, scales))
+        raw = sum_partials(backend.call(PrivateShard.private_m2_product, backend.broadcast(Q), c2, False, scales))
         e2q = noise.add("m2_whitening", raw, sens, note=_scaled_note(
             f"(Σ g_n m2_n) Q, Q orthonormal d×{p}; noisy power method (Hardt & Price 2014)", scales is not None)) / n_hat
         m2q = e2q - coef.a2 * np.outer(m1, m1 @ Q) + coef.a2 * m1_var * Q
@@ -503,7 +499,7 @@ def _tensor_clip(backend, W, W_ref, key, config, noise) -> float:
     r = float(np.sqrt(np.einsum("ij,ij->i", W, W)).max())
     lo, hi, nb = scalable.TENSOR_GRID
     edges = scalable.log_grid(lo * r ** 3, hi * r ** 3, nb)
-    hist = sum_partials(backend.call("private_tensor_bounds", W_ref, edges, key))
+    hist = sum_partials(backend.call(PrivateShard.private_tensor_bounds, W_ref, edges, key))
     noisy = noise.add("tensor_bounds", hist, scalable.HISTOGRAM_SENSITIVITY,
                       note="histogram of B_n ≥ ‖m3_n(W,W,W)‖_F on a grid scaled by max row norm of W (public)")
     return scalable.quantile_from_histogram(noisy, edges, config.tensor_quantile,
@@ -511,7 +507,7 @@ def _tensor_clip(backend, W, W_ref, key, config, noise) -> float:
 
 
 def _explicit_tensor(backend, W_ref, c3, key, n_hat, assemble, noise):
-    e3 = noise.add("whitened_tensor", sum_partials(backend.call("private_tensor", W_ref, c3, key)), 2.0 * c3,
+    e3 = noise.add("whitened_tensor", sum_partials(backend.call(PrivateShard.private_tensor, W_ref, c3, key)), 2.0 * c3,
                    note="Σ h_n m3_n(W,W,W), symmetric noise on the C(k+2,3) unique entries", symmetric3=True)
     return assemble(e3 / n_hat)
 
@@ -520,7 +516,7 @@ def _power_iterations(backend, W_ref, k, c3, key, n_hat, assemble_apply, config,
     """Orthogonal iteration with one noisy ``Σ_shards E3(I,U,U)`` per step; eigenpairs from the last release."""
     U = _orthonormal(rng, k, k)
     for it in range(config.power_iters):
-        raw = sum_partials(backend.call("private_cube_apply", W_ref, c3, U, key))
+        raw = sum_partials(backend.call(PrivateShard.private_cube_apply, W_ref, c3, U, key))
         scale = float(np.linalg.norm(U, 2)) ** 2
         Z = noise.add("whitened_tensor", raw, 2.0 * c3 * scale, record_sensitivity=f"2·C3·‖U‖₂² = {2.0 * c3:.6g}·‖U‖₂²",
                       note="Σ_shards E3(I,u,u) for the k current vectors, one release per power iteration")
@@ -581,7 +577,7 @@ def fit_spectral_private(backend: Backend, vocab_size: int, params: SpectralPara
     st = Stages(progress)
     coef = moments.MomentCoefficients(params.moment_alpha0)
     p = min(d, k + (params.oversample if params.oversample is not None else 10))
-    n_total = int(sum(backend.call("row_count")))
+    n_total = int(sum(backend.call(Shard.row_count)))
     if n_total < max(3, k + 1):
         raise ValueError(f"too few documents: {n_total}; need at least max(3, k+1) = {max(3, k + 1)}")
 
@@ -589,7 +585,7 @@ def fit_spectral_private(backend: Backend, vocab_size: int, params: SpectralPara
         s = None if word_scales is None else np.asarray(word_scales, dtype=np.float64)
         n_hat, tokens_hat, c1, c2 = _release_counts(backend, config, noise, n_total, s)
         sens1 = math.sqrt(2.0) * c1
-        m1 = noise.add("m1", sum_partials(backend.call("private_m1", c1)), sens1, note="Σ f_n m1_n") / n_hat
+        m1 = noise.add("m1", sum_partials(backend.call(PrivateShard.private_m1, c1)), sens1, note="Σ f_n m1_n") / n_hat
         m1_var = (noise.plan["m1"].multiplier * sens1 / n_hat) ** 2
     st.step("pass1_stats")
     with st.timed("whitening"):
@@ -671,36 +667,56 @@ def refine_em_private(backend: Backend, topic_word: np.ndarray, alpha: np.ndarra
     scales from the frequencies alone and 0.069 without (0.018 without noise
     in all three). The per-document γ/φ, the evidence bound and the inner
     iteration counts stay on the shards (``elbo`` and ``inner_iterations``
-    are empty).
+    are empty). The loop is the non-private one, :func:`distdp.lda.pipeline.refine_em`,
+    with :class:`NoisyEMRelease` as its release.
     """
     check_em_args(n_iter, eta)
     if n_iter == 0:
         return RefineResult(refine.init_lambda(topic_word, alpha, tokens_hat, eta), [], [], [])
-    sens = scalable.em_sensitivity(norm_cap)
-    sigma = multiplier * sens
-    ledger.record(Release("em_sstats", "gaussian", sens, sigma, n_iter,
-                          accounting.gaussian_event(multiplier, n_iter), NEIGHBOUR,
-                          f"Σ_n w_n (x_n∘φ_n)∘S (k×d) per EM iteration, w_n = {norm_cap:.4g}/‖(x_n∘φ_n)∘S‖_F, "
-                          f"word scales S = b^(-{scale_power:.3g}) from the current topics and the scan "
-                          f"(word_scales); divided by S, " + scalable.threshold_note(threshold, "σ/S"),
-                          mechanisms.sampler_name(rng, "gaussian", int(np.prod(topic_word.shape)))))
-    lam = refine.init_lambda(topic_word, alpha, tokens_hat, eta)
-    key = time.time_ns()
-    secs = []
-    for t in range(n_iter):
-        t0 = time.perf_counter()
-        elog = refine.dirichlet_expectation(lam)
-        eeb = np.exp(elog)
-        scales = scalable.word_scales(lam - eta, frequencies, scale_power)
-        parts = backend.call("e_step", backend.broadcast(eeb), backend.broadcast(elog), alpha, key, max_inner, tol,
-                             float(norm_cap), backend.broadcast(scales))
-        sstats = eeb * sum_partials([p_[0] for p_ in parts])
-        noisy = mechanisms.add_gaussian(sstats * scales, sigma, rng) / scales
-        lam = eta + scalable.threshold_noisy(noisy, sigma / scales, threshold)
-        secs.append(time.perf_counter() - t0)
-        if progress is not None:
-            progress("refine", t + 1, n_iter)
-    return RefineResult(lam, [], [], secs)
+    release = NoisyEMRelease(norm_cap, multiplier, rng, eta, frequencies, scale_power, threshold)
+    release.record(ledger, n_iter, int(np.prod(topic_word.shape)))
+    return refine_em(backend, topic_word, alpha, tokens_hat, n_iter, eta, release, progress, max_inner, tol)
+
+
+class NoisyEMRelease:
+    """The release of private EM's summed statistics (``em_sstats``), for :func:`distdp.lda.pipeline.refine_em`.
+
+    Before each E-step it gives the shards the clip bound ``C`` and the word
+    scales ``S`` from the current topics (:meth:`e_step_args`); it adds
+    ``N(0, σ²)``, ``σ = multiplier·√2·C``, to the scaled sum, divides ``S``
+    out and thresholds (:meth:`release`). The noise is drawn here, the
+    release recorded once for all iterations (:meth:`record`).
+    """
+
+    private = True
+
+    def __init__(self, norm_cap: float, multiplier: float, rng: np.random.Generator, eta: float,
+                 frequencies: np.ndarray, scale_power: float, threshold: float):
+        self.norm_cap, self.multiplier, self.rng, self.eta = float(norm_cap), multiplier, rng, eta
+        self.frequencies, self.scale_power, self.threshold = frequencies, scale_power, threshold
+        self.sensitivity = scalable.em_sensitivity(norm_cap)
+        self.sigma = multiplier * self.sensitivity
+        self.scales = None
+
+    def record(self, ledger: PrivacyLedger, n_iter: int, size: int) -> None:
+        """Record the ``n_iter`` releases of ``size`` entries each in ``ledger`` (before the first)."""
+        releases = PrivateReleases(ledger, self.rng, REPLACE_ONE_DOCUMENT)   # noise drawn per iteration below
+        releases.record("em_sstats", "gaussian", self.sensitivity, self.sigma, n_iter,
+                        accounting.gaussian_event(self.multiplier, n_iter),
+                        f"Σ_n w_n (x_n∘φ_n)∘S (k×d) per EM iteration, w_n = {self.norm_cap:.4g}/‖(x_n∘φ_n)∘S‖_F, "
+                        f"word scales S = b^(-{self.scale_power:.3g}) from the current topics and the scan "
+                        f"(word_scales); divided by S, " + scalable.threshold_note(self.threshold, "σ/S"),
+                        releases.sampler("gaussian", size))
+
+    def e_step_args(self, lam: np.ndarray, backend) -> tuple:
+        """``(C, S, relative_tol=False)`` for the shards' E-step; ``S`` from the topics ``λ − η`` and the scan."""
+        self.scales = scalable.word_scales(lam - self.eta, self.frequencies, self.scale_power)
+        return self.norm_cap, backend.broadcast(self.scales), False
+
+    def release(self, edge: str, sstats: np.ndarray) -> np.ndarray:
+        """``sstats`` (the clipped, scaled sum) with its noise, ``S`` divided out, thresholded."""
+        noisy = mechanisms.add_gaussian(sstats * self.scales, self.sigma, self.rng) / self.scales
+        return scalable.threshold_noisy(noisy, self.sigma / self.scales, self.threshold)
 
 
 def _release_unmix(parts: list, stage: str, norm_cap: float, noise: _Noise, gram_note: str, q_note: str,
@@ -773,7 +789,7 @@ def unmix_tail_private(view: ColumnBackend, topic_word: np.ndarray, alpha: np.nd
         d = np.asarray(frequencies).shape[0]
         scales = scalable.word_scales(scalable.embed_topics(topic_word, view.columns, frequencies, d),
                                          frequencies, scale_power)
-    parts = view.call_full("tail_statistics", start, alpha, float(norm_cap), max_inner, tol, single_topic,
+    parts = view.call_full(PrivateShard.tail_statistics, start, alpha, float(norm_cap), max_inner, tol, single_topic,
                            None if scales is None else view.broadcast(scales))
     scaled = "" if scales is None else "∘S"
     norm = "‖θ̂_n‖₂‖x_n‖₂" if scales is None else "‖(θ̂_n x_nᵀ)∘S‖_F"
@@ -854,7 +870,7 @@ def unmix_private(backend: Backend, start: scalable.UnmixedTopics, alpha: np.nda
         if support is not None:
             scales = scales * support
         mix = topic_word if single_topic else scalable.mixture_topics(start, scalable.MIXTURE_FLOOR)
-        parts = backend.call("unmix_statistics", backend.broadcast(mix), alpha, float(norm_cap), max_inner,
+        parts = backend.call(PrivateShard.unmix_statistics, backend.broadcast(mix), alpha, float(norm_cap), max_inner,
                              tol, backend.broadcast(scales), single_topic)
         solved = _release_unmix(parts, "unmix", norm_cap, noise,
                                 f"Σ_n w_n l_n g_n θ̂_nᵀ (k×k, all entries) per pass, {rule}",
@@ -1075,7 +1091,7 @@ def fit_lda_private_scalable(backend: Backend, vocab_size: int, params: Spectral
     scale_power = scalable.SPECTRAL_WORD_SCALE_POWER if scale_power is None else scale_power
     scan, noise = None, _Noise(plan, rng, ledger)
     if r.scan:
-        n_total = int(sum(backend.call("row_count")))
+        n_total = int(sum(backend.call(Shard.row_count)))
         scan = private_scan(backend, max(n_total, 1), config.quantile, noise)
     columns, share, view = _working_vocabulary(backend, scan, h, d)
     record = _restart_gate(r, d, params, config, plan, share)

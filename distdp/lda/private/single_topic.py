@@ -19,6 +19,10 @@ of distinct token positions instead of the first two/three words).
 
 Sensitivity (replace one document, N public, every length ≥ 3)
 ----------------------------------------------------------------
+The relation is :data:`~distdp.privacy.neighbours.REPLACE_ONE_DOCUMENT`; that
+every document has length ≥ 3 is an assumption of these mechanisms
+(:data:`ASSUMPTIONS`), not part of the relation.
+
 ``m2_n`` is the empirical distribution of the ordered pairs of distinct
 token positions of document n, ``m3_n`` that of the ordered triples: both are
 entrywise ≥ 0, symmetric, and sum to 1. For any two such arrays A, B,
@@ -45,8 +49,9 @@ Mechanisms
   ``T(u,u,u)`` with Gaussian noise at a total of ``(ε/2, δ/2)``; see
   :func:`dp_tpm`.
 
-Every release is a :class:`distdp.privacy.ledger.Release` in a
-:class:`distdp.privacy.ledger.PrivacyLedger`; the reported (ε, δ) is the
+Every release is recorded by a :class:`distdp.privacy.releases.PrivateReleases`
+in a :class:`distdp.privacy.ledger.PrivacyLedger`, and a fit reports a
+:class:`distdp.privacy.report.PrivacyReport` (:attr:`STMResult.privacy`); the reported (ε, δ) is the
 ledger's PLD total (the ℓ2 vector release is counted as a generic pure
 (ε/2, 0) event, i.e. binary randomized response, its worst case).
 """
@@ -59,9 +64,11 @@ import numpy as np
 import scipy.sparse as sp
 
 from distdp.lda import clip_normalise, recover_parameters
-from distdp.privacy import accounting as acct
 from distdp.privacy import mechanisms
 from distdp.privacy.ledger import BudgetNotMetError, PrivacyLedger, Release
+from distdp.privacy.neighbours import REPLACE_ONE_DOCUMENT
+from distdp.privacy.releases import PrivateReleases
+from distdp.privacy.report import PrivacyReport
 from distdp.tensor import dp as tensor_dp
 from distdp.tensor import power
 from distdp.lda.whitening import Whitening, dense_top_eigh
@@ -79,7 +86,9 @@ MAX_DENSE_M3_ENTRIES = mechanisms.MAX_DENSE_NOISE_ENTRIES
 #: Mechanisms of :func:`fit_stm`.
 MECHANISMS = ("non-private", "agn", "avn", "dp-tpm")
 
-NEIGHBOUR = "replace one document (N public, every document of length ≥ 3)"
+#: What the guarantees of AGN, AVN and DP-TPM rest on, besides the relation.
+ASSUMPTIONS = ("every document has at least 3 tokens: the sensitivity √2/N of M2 and M3 (module docstring) is "
+               "derived for such documents",)
 
 _DOC_BLOCK = 20_000
 
@@ -231,12 +240,16 @@ def release_m2(m2: np.ndarray, n_docs: int, epsilon: float, delta: float,
     epsilon, delta = mechanisms.check_epsilon(epsilon), mechanisms.check_delta(delta)
     sens = moment_sensitivity(n_docs)
     tau = mechanisms.analytic_gaussian_sigma(epsilon, delta, sens)
-    noisy = mechanisms.add_symmetric_matrix_noise(m2, tau, rng)
-    rel = Release("M2", "gaussian", sens, tau, 1, acct.gaussian_event(tau / sens), NEIGHBOUR,
-                  f"Analyze Gauss on the {m2.shape[0] * (m2.shape[0] + 1) // 2} unique entries of the symmetric "
-                  f"M2, analytic Gaussian at (ε, δ) = ({epsilon:g}, {delta:g})",
-                  mechanisms.sampler_name(rng, "gaussian", m2.shape[0] * (m2.shape[0] + 1) // 2))
-    return noisy, rel
+    rec = _releases(rng)
+    noisy = rec.symmetric_matrix("M2", m2, tau, sens, note=(
+        f"Analyze Gauss on the {m2.shape[0] * (m2.shape[0] + 1) // 2} unique entries of the symmetric "
+        f"M2, analytic Gaussian at (ε, δ) = ({epsilon:g}, {delta:g})"))
+    return noisy, rec.ledger.releases[-1]
+
+
+def _releases(rng: np.random.Generator) -> PrivateReleases:
+    """A one-release recorder (its own ledger) under :data:`~distdp.privacy.neighbours.REPLACE_ONE_DOCUMENT`."""
+    return PrivateReleases(PrivacyLedger(), rng, REPLACE_ONE_DOCUMENT)
 
 
 def release_m3_gaussian(m3: np.ndarray, n_docs: int, epsilon: float, delta: float,
@@ -249,11 +262,11 @@ def release_m3_gaussian(m3: np.ndarray, n_docs: int, epsilon: float, delta: floa
     d = check_dense_dim(m3.shape[0])
     sens = moment_sensitivity(n_docs)
     tau = mechanisms.analytic_gaussian_sigma(epsilon, delta, sens)
-    noisy = mechanisms.add_symmetric_tensor_noise(m3, tau, rng, "gaussian")
-    rel = Release("M3", "gaussian", sens, tau, 1, acct.gaussian_event(tau / sens), NEIGHBOUR,
-                  f"Gaussian noise on the {n_unique(d)} unique entries of the symmetric M3 (AGN), analytic "
-                  f"Gaussian at (ε, δ) = ({epsilon:g}, {delta:g})", mechanisms.sampler_name(rng, "gaussian", n_unique(d)))
-    return noisy, rel
+    rec = _releases(rng)
+    noisy = rec.symmetric_tensor("M3", m3, tau, sens, note=(
+        f"Gaussian noise on the {n_unique(d)} unique entries of the symmetric M3 (AGN), analytic "
+        f"Gaussian at (ε, δ) = ({epsilon:g}, {delta:g})"))
+    return noisy, rec.ledger.releases[-1]
 
 
 def release_m3_l2(m3: np.ndarray, n_docs: int, epsilon: float,
@@ -268,12 +281,11 @@ def release_m3_l2(m3: np.ndarray, n_docs: int, epsilon: float,
     d = check_dense_dim(m3.shape[0])
     sens = moment_sensitivity(n_docs)
     beta = mechanisms.l2_vector_beta(epsilon, sens)
-    noisy = m3 + mechanisms.symmetric_tensor_noise(d, beta, rng, "l2")
-    rel = Release("M3", "l2-vector", sens, 1.0 / beta, 1, acct.pure_dp_event(epsilon), NEIGHBOUR,
-                  f"ℓ2 vector noise ∝ exp(−β‖b‖₂), β = ε/Δ3 = {beta:.6g}, on the {n_unique(d)} unique entries of "
-                  f"M3 (AVN): pure ε = {epsilon:g}, accounted as a generic (ε, 0) event",
-                  mechanisms.sampler_name(rng, "l2-vector", n_unique(d)))
-    return noisy, rel
+    rec = _releases(rng)
+    noisy = rec.symmetric_tensor_l2("M3", m3, beta, sens, epsilon, note=(
+        f"ℓ2 vector noise ∝ exp(−β‖b‖₂), β = ε/Δ3 = {beta:.6g}, on the {n_unique(d)} unique entries of "
+        f"M3 (AVN): pure ε = {epsilon:g}, accounted as a generic (ε, 0) event"))
+    return noisy, rec.ledger.releases[-1]
 
 
 # --------------------------------------------------------------------------- decomposition
@@ -363,16 +375,29 @@ class STMResult:
         """``"private"`` or ``"not private"``."""
         return "private" if self.private else "not private"
 
+    @property
+    def privacy(self) -> PrivacyReport:
+        """The fit's :class:`~distdp.privacy.report.PrivacyReport`.
+
+        ``epsilon`` is the ledger's PLD total (:attr:`epsilon_spent`), the
+        request in ``requested_epsilon``; details: ``epsilon_rdp`` (the RDP
+        total) and ``weights``. The non-private fit certifies nothing.
+        """
+        weights = [float(x) for x in self.weights]
+        if self.ledger is None:
+            return PrivacyReport(private=False, mechanism=self.mechanism, neighbour=REPLACE_ONE_DOCUMENT,
+                                 not_private_because=tuple(self.notes), details={"weights": weights})
+        reasons = tuple(n for n in self.notes if n.startswith(("not private", "paper claim")))
+        return PrivacyReport(
+            private=self.private, mechanism=self.mechanism, neighbour=REPLACE_ONE_DOCUMENT,
+            epsilon=self.epsilon_spent, delta=self.delta, requested_epsilon=self.epsilon, requested_delta=self.delta,
+            accounting="pld", not_private_because=reasons, assumptions=ASSUMPTIONS,
+            notes=tuple(n for n in self.notes if n not in reasons), ledger=self.ledger,
+            details={"epsilon_rdp": self.ledger.epsilon(self.delta, "rdp"), "weights": weights})
+
     def to_dict(self) -> dict:
-        """JSON-ready privacy report (no arrays of size d)."""
-        out = {"mechanism": self.mechanism, "status": self.status, "private": self.private,
-               "epsilon": self.epsilon, "delta": self.delta, "epsilon_spent": self.epsilon_spent,
-               "accounting": "pld", "unit": NEIGHBOUR, "notes": list(self.notes),
-               "weights": [float(x) for x in self.weights]}
-        if self.ledger is not None:
-            out["ledger"] = self.ledger.to_dict(self.delta)["releases"]
-            out["epsilon_rdp"] = self.ledger.epsilon(self.delta, "rdp")
-        return out
+        """JSON-ready privacy report (:attr:`privacy`; no arrays of size d)."""
+        return self.privacy.to_dict()
 
 
 def _finish(mechanism, res, wh, ledger, epsilon, delta, private, notes) -> STMResult:
@@ -520,20 +545,21 @@ def dp_tpm(moments, k: int, *, epsilon: float, delta: float, rng: np.random.Gene
     N = moments.n_docs
     if sensitivity == "whitened":
         s = whitened_sensitivity_bound(wh.W, N)
-        nb = tensor_dp.Neighbour("replace-one-document (whitened STM)", s, s, "data",
-                                 f"replace one of N = {N} documents; T = M3(W,W,W) with W from the released M2, "
-                                 "Δ = 2r³/N, r = max row norm of W")
+        nb = tensor_dp.Neighbour(REPLACE_ONE_DOCUMENT, s, s, "data",
+                                 f"N = {N} documents; T = M3(W,W,W) with W from the released M2, "
+                                 "Δ = 2r³/N, r = max row norm of W", variant="whitened STM")
     else:
-        nb = tensor_dp.Neighbour("imtiaz-sarwate/N", 2.0 / N, 2.0 / N, "entry",
+        nb = tensor_dp.Neighbour(REPLACE_ONE_DOCUMENT, 2.0 / N, 2.0 / N, "entry",
                                  "Imtiaz & Sarwate's Δ = 2‖u‖∞²/N, 2‖u‖∞³/N applied to the whitened tensor "
-                                 "(paper reproduction; not a replace-one-document bound for it)")
+                                 "(paper reproduction; not a replace-one-document bound for it)",
+                                 variant="imtiaz-sarwate/N")
     res = tensor_dp.private_power_method(T, k, epsilon=epsilon / 2, delta=delta / 2, n_restarts=n_restarts,
                                          n_iters=n_iters, accounting=accounting, neighbour=nb,
                                          rng=gen if reproducible else None, reproducible=reproducible)
     for r in res.privacy.ledger.releases:
         ledger.record(r)
-    notes = [f"power iterations: {res.privacy.releases} Gaussian releases at total (ε/2, δ/2), "
-             f"noise multiplier {res.privacy.noise_multiplier:.4g}, neighbour {nb.name}"]
+    notes = [f"power iterations: {res.privacy.details['releases']} Gaussian releases at total (ε/2, δ/2), "
+             f"noise multiplier {res.privacy.details['noise_multiplier']:.4g}, neighbour {nb.name}"]
     private = not reproducible
     if sensitivity == "paper":
         notes.append("paper claim, conditions unchecked: the sensitivity 2‖u‖∞²/N is that of the raw M3, "

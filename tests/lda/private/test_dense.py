@@ -17,6 +17,7 @@ from distdp.privacy import accounting as acct
 from distdp.lda.private import dense as ld
 from distdp.privacy import mechanisms
 from distdp.privacy.ledger import BudgetNotMetError, PrivacyLedger
+from distdp.privacy.neighbours import REPLACE_ONE_DOCUMENT
 from distdp.lda.synthetic import sample_corpus
 
 SQRT2 = math.sqrt(2.0)
@@ -234,7 +235,7 @@ def test_tight_accounting_meets_budget(big, mechanism):
     spent = r.ledger.epsilon(DELTA)
     assert spent <= eps * (1 + 1e-9) and spent >= eps * (1 - 1e-3)   # PLD grid 1e-4·ε, brentq 1e-7 relative
     assert r.epsilon_spent == pytest.approx(spent, rel=1e-12)
-    assert all(rel.neighbour == ld.NEIGHBOUR for rel in r.ledger.releases)
+    assert all(rel.neighbour == str(REPLACE_ONE_DOCUMENT) for rel in r.ledger.releases)
     gauss = [rel for rel in r.ledger.releases if rel.mechanism == "gaussian"]
     if mechanism != "avn":
         # Gaussians compose exactly: Σ count_i/m_i² = 1/m², m the single-release calibration

@@ -15,6 +15,7 @@ from distdp.privacy import mechanisms
 from distdp.lda.private import scalable as lda_private
 from distdp.privacy.ledger import BudgetNotMetError, PrivacyLedger
 from distdp.lda.synthetic import sample_corpus
+from distdp.api import ClusterOptions, PrivacyOptions, SolverOptions
 
 
 def test_single_topic_private_fit_takes_the_unmixing_pass(fixed_entropy):
@@ -26,8 +27,10 @@ def test_single_topic_private_fit_takes_the_unmixing_pass(fixed_entropy):
     # before; one pass gave 0.024–0.025 with both whitening forms), 0.082–0.092 without (power-method
     # whitening), 0.021 non-private; the bound 1.5× non-private has a 35% margin over the largest of the 10.
     c = sample_corpus(10_000, 500, 5, np.random.default_rng(7), model="stm", doc_length=100)
-    base = api.fit_lda(c.counts, 5, backend="local", model="stm", seed=0, progress=False, coherence=False)
-    m = api.fit_lda(c.counts, 5, backend="local", model="stm", epsilon=16.0, delta=1e-6, progress=False)
+    base = api.fit_lda(c.counts, 5, model="stm", seed=0, progress=False, coherence=False,
+                       cluster=ClusterOptions(backend="local"))
+    m = api.fit_lda(c.counts, 5, model="stm", progress=False, privacy=PrivacyOptions(epsilon=16.0, delta=1e-6),
+                    cluster=ClusterOptions(backend="local"))
     assert lda.matched_l1(m.topic_word, c.topic_word)[0] <= 1.5 * lda.matched_l1(base.topic_word, c.topic_word)[0]
     assert pf._plural(pf.DEFAULT_UNMIX, "private unmixing pass") in m.info["method"]
     assert m.info["parameters"]["unmix"] == pf.DEFAULT_UNMIX
@@ -101,9 +104,12 @@ def test_large_epsilon_recovers_topics(corpus_p, mechanism, whitening):
     # form of the dense release (its own noise draws), releasing every entry: 0.0156–0.0193 on the same seeds.
     # the non-private fit these were measured against: spectral + variational EM (the private refinement's kind;
     # the default Gibbs refinement reaches 0.011 here)
-    base = api.fit_lda(corpus_p.counts, 5, backend="local", seed=0, progress=False, coherence=False, refiner="em")
-    m = api.fit_lda(corpus_p.counts, 5, backend="local", epsilon=50, delta=1e-6, seed=1, reproducible=True,
-                    progress=False, mechanism=mechanism, whitening=whitening)
+    base = api.fit_lda(corpus_p.counts, 5, seed=0, progress=False, coherence=False, refiner="em",
+                       cluster=ClusterOptions(backend="local"))
+    m = api.fit_lda(corpus_p.counts, 5, seed=1, progress=False,
+                    privacy=PrivacyOptions(epsilon=50, delta=1e-6, reproducible=True, mechanism=mechanism,
+                                           whitening=whitening),
+                    cluster=ClusterOptions(backend="local"))
     err = lda.matched_l1(m.topic_word, corpus_p.topic_word)[0]
     assert err <= 1.5 * lda.matched_l1(base.topic_word, corpus_p.topic_word)[0]
     pv = m.info["privacy"]
@@ -129,8 +135,9 @@ def test_tensor_clip_keeps_alpha_near_the_truth():
 
     alpha = np.array([0.4, 0.25, 0.15, 0.12, 0.08])
     c = sample_corpus(20_000, 200, 5, np.random.default_rng(7), alpha=alpha, doc_length=30)
-    m = api.fit_lda(c.counts, 5, backend="local", epsilon=50, delta=1e-6, seed=0, reproducible=True,
-                    progress=False, refine=0)
+    m = api.fit_lda(c.counts, 5, seed=0, progress=False, refine=0,
+                    privacy=PrivacyOptions(epsilon=50, delta=1e-6, reproducible=True),
+                    cluster=ClusterOptions(backend="local"))
     rows, cols = linear_sum_assignment(np.abs(m.topic_word[:, None, :] - c.topic_word[None, :, :]).sum(-1))
     assert np.mean(np.abs(np.log(m.alpha[rows] / alpha[cols]))) <= 0.2
 
@@ -149,10 +156,11 @@ def test_working_vocabulary_fit(corpus_p):
     # median 0.024; with the unmixing weights also clipped at 1 instead of scaling every document to C:
     # 0.017–0.036, median 0.025). Tolerance: 1.5× the non-private error (0.024), above the largest of
     # the 20 by 26% (it was 2.1× with one pass).
-    base = api.fit_lda(corpus_p.counts, 5, backend="local", seed=0, progress=False, coherence=False,
-                       refiner="em")                   # the 0.016 above: spectral + variational EM
-    m = api.fit_lda(corpus_p.counts, 5, backend="local", epsilon=50, delta=1e-6, seed=1, reproducible=True,
-                    progress=False, working_vocab=100)
+    base = api.fit_lda(corpus_p.counts, 5, seed=0, progress=False, coherence=False, refiner="em",
+                       cluster=ClusterOptions(backend="local"))     # the 0.016 above: spectral + variational EM
+    m = api.fit_lda(corpus_p.counts, 5, seed=1, progress=False,
+                    privacy=PrivacyOptions(epsilon=50, delta=1e-6, reproducible=True, working_vocab=100),
+                    cluster=ClusterOptions(backend="local"))
     assert m.topic_word.shape == (5, 200) and m.info["parameters"]["working_vocab"] == 100
     assert "100 most frequent words" in m.info["method"]
     assert lda.matched_l1(m.topic_word, corpus_p.topic_word)[0] <= 1.5 * lda.matched_l1(base.topic_word,
@@ -170,14 +178,16 @@ def test_working_vocabulary_fit(corpus_p):
     assert [r["stage"] for r in ledger][-4:] == ["tail_gram", "tail_sstats", "unmix_gram", "unmix_sstats"]
     assert [r["count"] for r in ledger][-4:] == [1, 1, passes, passes]      # one entry per stage, its releases counted
     # Without EM the topics live on the working vocabulary only.
-    m0 = api.fit_lda(corpus_p.counts, 5, backend="local", epsilon=50, delta=1e-6, seed=1, reproducible=True,
-                     progress=False, working_vocab=100, refine=0)
+    m0 = api.fit_lda(corpus_p.counts, 5, seed=1, progress=False, refine=0,
+                     privacy=PrivacyOptions(epsilon=50, delta=1e-6, reproducible=True, working_vocab=100),
+                     cluster=ClusterOptions(backend="local"))
     assert (m0.topic_word > 0).sum(axis=1).max() <= 100
 
 
 def test_ledger_total_equals_budget_and_report(corpus_p, fixed_entropy):
-    m = api.fit_lda(corpus_p.counts, 5, backend="local", epsilon=2.0, delta=1e-6, refine=2, progress=False,
-                    working_vocab=100)
+    m = api.fit_lda(corpus_p.counts, 5, refine=2, progress=False,
+                    privacy=PrivacyOptions(epsilon=2.0, delta=1e-6, working_vocab=100),
+                    cluster=ClusterOptions(backend="local"))
     pv = m.info["privacy"]
     assert pv["private"] and pv["guarantee"] == "proven" and pv["noise_source"] == "OS entropy"
     assert 2.0 * (1 - 1e-6) <= pv["epsilon"] <= 2.0 and pv["delta"] == 1e-6
@@ -194,40 +204,47 @@ def test_ledger_total_equals_budget_and_report(corpus_p, fixed_entropy):
     assert rebuilt.epsilon(1e-6) == pytest.approx(pv["epsilon"])
 
 
+SOLVER_FIELDS = {"tensor", "method", "eigensolver", "eig_iters", "restarts"}
+FIT_FIELDS = {"seed", "refine", "model"}
+
+
 @pytest.mark.parametrize("kwargs, needle", [
-    ({"epsilon": 1.0}, "both epsilon and delta"),
-    ({"epsilon": 1.0, "delta": 1e-6, "seed": 3}, "reproducible"),
-    ({"epsilon": 1.0, "delta": 1e-6, "mechanism": "laplace"}, "mechanism must be one of"),
-    ({"epsilon": -1.0, "delta": 1e-6}, "epsilon"),
-    ({"epsilon": 1.0, "delta": 1.5}, "delta"),
-    ({"epsilon": 1.0, "delta": 1e-6, "refine": 2, "refine_budget": 1.0}, "refine_budget"),
-    ({"epsilon": 1.0, "delta": 1e-6, "refine_budget": 0.0}, "refine_budget"),
-    ({"epsilon": 1.0, "delta": 1e-6, "unmix": -1}, "unmix must be an integer"),
-    ({"epsilon": 1.0, "delta": 1e-6, "unmix": 1.5}, "unmix must be an integer"),
-    ({"epsilon": 1.0, "delta": 1e-6, "refine": 1, "model": "stm"}, "model='lda' only"),
-    ({"epsilon": 1.0, "delta": 1e-6, "unmix": 1, "mechanism": "agn"}, "scalable mechanisms"),
-    ({"unmix": 1}, "private fits only"),
-    ({"epsilon": 1.0, "delta": 1e-6, "length_cap": 0}, "length_cap"),
-    ({"reproducible": True}, "private fits only"),
-    ({"working_vocab": 100}, "private fits only"),
-    ({"epsilon": 1.0, "delta": 1e-6, "working_vocab": 3}, "working_vocab"),
-    ({"epsilon": 1.0, "delta": 1e-6, "working_vocab": 201}, "working_vocab"),
-    ({"epsilon": 1.0, "delta": 1e-6, "mechanism": "agn", "working_vocab": 100}, "working_vocab"),
-    ({"epsilon": 1.0, "delta": 1e-6, "method": "simultaneous"}, "--method: not used by a private fit"),
-    ({"epsilon": 1.0, "delta": 1e-6, "tensor": "implicit", "eigensolver": "dense"}, "--tensor, --eigensolver: not"),
-    ({"epsilon": 1.0, "delta": 1e-6, "eig_iters": 3}, "eig_iters: not used"),
-    ({"epsilon": 1.0, "delta": 1e-6, "mechanism": "power", "n_restarts": 5}, "--restarts: not used"),
+    ({"seed": 3}, "reproducible"),
+    ({"mechanism": "laplace"}, "mechanism must be one of"),
+    ({"epsilon": -1.0}, "epsilon"),
+    ({"delta": 1.5}, "delta"),
+    ({"refine": 2, "refine_budget": 1.0}, "refine_budget"),
+    ({"refine_budget": 0.0}, "refine_budget"),
+    ({"unmix": -1}, "unmix must be an integer"),
+    ({"unmix": 1.5}, "unmix must be an integer"),
+    ({"refine": 1, "model": "stm"}, "model='lda' only"),
+    ({"unmix": 1, "mechanism": "agn"}, "scalable mechanisms"),
+    ({"length_cap": 0}, "length_cap"),
+    ({"working_vocab": 3}, "working_vocab"),
+    ({"working_vocab": 201}, "working_vocab"),
+    ({"mechanism": "agn", "working_vocab": 100}, "working_vocab"),
+    ({"method": "simultaneous"}, "--method: not used by a private fit"),
+    ({"tensor": "implicit", "eigensolver": "dense"}, "--tensor, --eigensolver: not"),
+    ({"eig_iters": 3}, "eig_iters: not used"),
+    ({"mechanism": "power", "restarts": 5}, "--restarts: not used"),
 ])
 def test_bad_private_parameters(corpus_p, kwargs, needle):
+    """Each bad value is refused, naming it, by PrivacyOptions, SolverOptions or the fit (before any release)."""
+    fit_kw = {k: v for k, v in kwargs.items() if k in FIT_FIELDS}
     with pytest.raises(ValueError, match=needle):
-        api.fit_lda(corpus_p.counts[:2000], 5, backend="local", progress=False, **kwargs)
+        privacy = PrivacyOptions(**{"epsilon": 1.0, "delta": 1e-6, **{k: v for k, v in kwargs.items()
+                                                                       if k not in SOLVER_FIELDS | FIT_FIELDS}})
+        solver = SolverOptions(**{k: v for k, v in kwargs.items() if k in SOLVER_FIELDS})
+        api.fit_lda(corpus_p.counts[:2000], 5, progress=False, privacy=privacy, solver=solver,
+                    cluster=ClusterOptions(backend="local"), **fit_kw)
 
 
 def test_budget_that_cannot_be_met_fails_clearly():
     c = sample_corpus(300, 200, 5, np.random.default_rng(8))
     with pytest.raises(BudgetNotMetError, match="privacy budget cannot be met") as err:
-        api.fit_lda(c.counts, 5, backend="local", epsilon=0.05, delta=1e-6, progress=False, seed=0,
-                    reproducible=True)
+        api.fit_lda(c.counts, 5, progress=False, seed=0,
+                    privacy=PrivacyOptions(epsilon=0.05, delta=1e-6, reproducible=True),
+                    cluster=ClusterOptions(backend="local"))
     # The releases before the failure were made: the message says a rerun on the same data composes.
     assert str(err.value).endswith(BudgetNotMetError.SPENT)
     # The spectral stage ran on all 200 words (100·k ≥ d): the message names the flags that help.
@@ -235,8 +252,9 @@ def test_budget_that_cannot_be_met_fails_clearly():
     assert "--refine-budget" in str(err.value) and "--whitening" not in str(err.value)
     # With the power-method whitening the message names the second-moment form first (far less budget).
     with pytest.raises(BudgetNotMetError, match="privacy budget cannot be met") as err:
-        api.fit_lda(c.counts, 5, backend="local", epsilon=0.05, delta=1e-6, progress=False, seed=0,
-                    reproducible=True, whitening="power")
+        api.fit_lda(c.counts, 5, progress=False, seed=0,
+                    privacy=PrivacyOptions(epsilon=0.05, delta=1e-6, reproducible=True, whitening="power"),
+                    cluster=ClusterOptions(backend="local"))
     assert "power form" in str(err.value) and "--whitening dense (the default on 200 words)" in str(err.value)
 
 
@@ -260,7 +278,8 @@ def test_cli_private_fit(tmp_path, capsys, monkeypatch):
         main(["fit-lda", str(tmp_path / "c"), "--k", "3", "--epsilon", "4", "--delta", "1e-6", "--working-vocab", "lots"])
     assert "expected 'auto' or an integer, got 'lots'" in capsys.readouterr().err
     pv = info["privacy"]
-    assert {"epsilon", "delta", "accounting", "unit", "ledger"} <= set(pv)
+    assert {"epsilon", "delta", "accounting", "neighbour", "ledger"} <= set(pv)
+    assert pv["neighbour"]["name"] == "replace-one-document" and pv["requested"] == {"epsilon": 4.0, "delta": 1e-6}
     assert info["parameters"]["unmix"] == 2 and "2 private unmixing passes" in info["method"]
     unmix = [r for r in pv["ledger"] if r["stage"] == "unmix_sstats"]
     assert len(unmix) == 1 and unmix[0]["count"] == 2
@@ -274,7 +293,8 @@ def test_vocabulary_built_from_private_text_is_reported(tmp_path, fixed_entropy)
     meta = {"vocab_from_private_data": True}
     write_corpus(tmp_path / "c", c.counts, 1, [f"w{i}" for i in range(100)], None,
                  {"prepare.json": lambda p: p.write_text(json.dumps(meta))})
-    m = api.fit_lda(str(tmp_path / "c"), 3, backend="local", epsilon=8, delta=1e-6, progress=False)
+    m = api.fit_lda(str(tmp_path / "c"), 3, progress=False, privacy=PrivacyOptions(epsilon=8, delta=1e-6),
+                    cluster=ClusterOptions(backend="local"))
     pv = m.info["privacy"]
     assert not pv["private"] and "WITHOUT differential privacy" in pv["vocabulary"]["source"]
 
@@ -285,7 +305,9 @@ def test_dense_mechanisms_through_fit_lda(mechanism, proven):
     # The papers' small-vocabulary mechanisms (distdp.lda.private.dense) behind the same API and report;
     # only the ones whose sensitivities hold unconditionally claim a guarantee.
     c = sample_corpus(5000, 20, 3, np.random.default_rng(10))
-    m = api.fit_lda(c.counts, 3, backend="local", epsilon=200.0, delta=1e-6, mechanism=mechanism, progress=False)
+    m = api.fit_lda(c.counts, 3, progress=False,
+                    privacy=PrivacyOptions(epsilon=200.0, delta=1e-6, mechanism=mechanism),
+                    cluster=ClusterOptions(backend="local"))
     pv = m.info["privacy"]
     assert pv["private"] is proven
     assert pv["guarantee"] == ("proven" if proven else "paper claim, conditions unchecked")
@@ -305,21 +327,22 @@ def test_config2_with_declared_bounds_through_fit_lda(tmp_path):
     lam = np.sort(np.linalg.eigvalsh(M2))[::-1]
     text = (f"sigma_k={lam[2] / 2},gap={(lam[:3] - lam[1:4]).min() / 2},sigma_1={1.5 * lam[0]},"
             f"m3_norm={1.5 * np.linalg.norm(M3)}")
-    m = api.fit_lda(c.counts, 3, backend="local", epsilon=200.0, delta=1e-6, mechanism="config2",
-                    declared_bounds=text, progress=False, out=tmp_path / "m")
+    m = api.fit_lda(c.counts, 3, progress=False, out=tmp_path / "m",
+                    privacy=PrivacyOptions(epsilon=200.0, delta=1e-6, mechanism="config2", declared_bounds=text),
+                    cluster=ClusterOptions(backend="local"))
     pv = m.info["privacy"]
     assert pv["private"] and pv["guarantee"] == "proven" and pv["delta_reserved"] == pytest.approx(5e-7)
     assert pv["epsilon"] <= 200.0 * (1 + 1e-9) and pv["ledger"][0]["mechanism"] == "laplace"
     saved = json.loads((tmp_path / "m" / "model.json").read_text())["privacy"]
     assert saved["delta_reserved"] == pytest.approx(5e-7)
     with pytest.raises(ValueError, match="config2 only"):
-        api.fit_lda(c.counts, 3, backend="local", epsilon=1.0, delta=1e-6, mechanism="agn",
-                    declared_bounds=text, progress=False)
-    with pytest.raises(ValueError, match="private fits only"):
-        api.fit_lda(c.counts, 3, backend="local", declared_bounds=text, progress=False)
+        api.fit_lda(c.counts, 3, progress=False,
+                    privacy=PrivacyOptions(epsilon=1.0, delta=1e-6, mechanism="agn", declared_bounds=text),
+                    cluster=ClusterOptions(backend="local"))
 
 
 def test_dense_mechanisms_refuse_large_vocabularies():
     c = sample_corpus(500, 3000, 3, np.random.default_rng(11))
     with pytest.raises(ValueError, match="whitened"):
-        api.fit_lda(c.counts, 3, backend="local", epsilon=1.0, delta=1e-6, mechanism="agn", progress=False)
+        api.fit_lda(c.counts, 3, progress=False, privacy=PrivacyOptions(epsilon=1.0, delta=1e-6, mechanism="agn"),
+                    cluster=ClusterOptions(backend="local"))

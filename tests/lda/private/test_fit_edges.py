@@ -23,6 +23,7 @@ from distdp.io.prepare import (DPVocabOptions, check_delta_for_n_docs, prepare_c
                                vocabulary_provenance)
 from distdp.privacy.ledger import BudgetNotMetError, PrivateRunInternalError
 from distdp.lda.synthetic import sample_corpus
+from distdp.api import ClusterOptions, PrivacyOptions
 
 N, D, K = 3000, 100, 3
 WORDS = [f"w{i}" for i in range(D)]
@@ -46,8 +47,11 @@ def no_release(monkeypatch):
     monkeypatch.setattr(private_pipeline, "fit_lda_private_scalable", boom)
 
 
-def fit(corpus, **kw):
-    return api.fit_lda(corpus, K, backend="local", epsilon=8, delta=1e-6, progress=False, coherence=False, **kw)
+def fit(corpus, out=None, seed=None, **private):
+    """A private fit at ε = 8 in process; ``private``: further PrivacyOptions fields."""
+    return api.fit_lda(corpus, K, progress=False, coherence=False, out=out, seed=seed,
+                       privacy=PrivacyOptions(epsilon=8, delta=1e-6, **private),
+                       cluster=ClusterOptions(backend="local"))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -84,7 +88,7 @@ def test_declared_public_vocabulary_is_private_and_recorded(tmp_path, counts, fi
     c = corpus_dir(tmp_path / "c", counts)
     m = fit(str(c), vocab_public=True, out=tmp_path / "m")
     pv = m.info["privacy"]
-    assert pv["private"] and "not_private_because" not in pv
+    assert pv["private"] and pv["not_private_because"] == []
     assert pv["vocabulary"]["provenance"] == "declared_public" and "declaration" in pv["vocabulary"]["source"]
     saved = json.loads((tmp_path / "m" / "model.json").read_text())
     assert saved["privacy"]["vocabulary"]["provenance"] == "declared_public"
@@ -125,7 +129,8 @@ def test_delta_at_or_above_one_over_n_is_refused_by_the_fit(counts, monkeypatch)
     no_release(monkeypatch)
     for delta in (0.3, 1.0 / N):
         with pytest.raises(ValueError) as err:
-            api.fit_lda(counts, K, backend="local", epsilon=1.0, delta=delta, progress=False)
+            api.fit_lda(counts, K, progress=False, privacy=PrivacyOptions(epsilon=1.0, delta=delta),
+                        cluster=ClusterOptions(backend="local"))
         msg = str(err.value)
         assert f"delta = {delta:g}" in msg and f"N = {N}" in msg and f"1/{N}" in msg and f"{1 / N:.3g}" in msg
     check_delta_for_n_docs(0.999 / N, N)                                         # just below: accepted
@@ -173,9 +178,11 @@ def test_dp_vocabulary_corpus_total_delta_and_declaration(tmp_path, text_file, c
     assert vocabulary_provenance(read_prepare_json(out)) == "dp"
     no_release(monkeypatch)
     with pytest.raises(ValueError, match=r"total delta: delta = 0.00035 \(the fit's 0.00025 \+ the DP vocabulary"):
-        api.fit_lda(str(out), 3, backend="local", epsilon=1.0, delta=2.5e-4, progress=False)
+        api.fit_lda(str(out), 3, progress=False, privacy=PrivacyOptions(epsilon=1.0, delta=2.5e-4),
+                    cluster=ClusterOptions(backend="local"))
     with pytest.raises(ValueError, match="selected from this corpus's text with DP.*cannot be declared public"):
-        api.fit_lda(str(out), 3, backend="local", epsilon=1.0, delta=1e-6, progress=False, vocab_public=True)
+        api.fit_lda(str(out), 3, progress=False, privacy=PrivacyOptions(epsilon=1.0, delta=1e-6, vocab_public=True),
+                    cluster=ClusterOptions(backend="local"))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -204,7 +211,8 @@ def test_private_model_json_has_no_timings_or_resources(tmp_path, counts, fixed_
         assert not [k for k in keys if needle in k.lower()], needle
     assert pf.NOT_RECORDED in info["privacy"]["not_released"]
     # the non-private fit keeps them (nothing is released there)
-    assert "timings_s" in api.fit_lda(counts, K, backend="local", progress=False, coherence=False, refine=0).info
+    assert "timings_s" in api.fit_lda(counts, K, progress=False, coherence=False, refine=0,
+                                      cluster=ClusterOptions(backend="local")).info
 
 
 # --------------------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 top-up, the working vocabulary's restart, shards' results left alone, and a black-box audit."""
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -19,6 +20,7 @@ from distdp.lda.private import scalable as lda_private
 from distdp.privacy.ledger import PrivacyLedger
 from distdp.lda.private.shard import PrivateShard as Shard
 from distdp.lda.synthetic import sample_corpus
+from distdp.api import ClusterOptions, PrivacyOptions
 
 
 D = 7  # vocabulary of the property tests
@@ -103,14 +105,17 @@ def test_matrix_free_whitening_leaves_the_shards_results_alone(corpus_p, monkeyp
     # a read-only zero-copy array: the noise must not be added in place (it was: "output array is read-only").
     real = Shard.private_m2_product
 
+    @functools.wraps(real)      # the backends call a shard method by its name
     def read_only(self, *args):
         out = real(self, *args)
         out.flags.writeable = False
         return out
 
     monkeypatch.setattr(Shard, "private_m2_product", read_only)
-    m = api.fit_lda(corpus_p.counts, 5, backend="local", workers=1, epsilon=8.0, delta=1e-6, seed=0,
-                    reproducible=True, progress=False, coherence=False, whitening="matrix-free", refine=0, unmix=0)
+    m = api.fit_lda(corpus_p.counts, 5, seed=0, progress=False, coherence=False, refine=0,
+                    privacy=PrivacyOptions(epsilon=8.0, delta=1e-6, reproducible=True, whitening="matrix-free",
+                                           unmix=0),
+                    cluster=ClusterOptions(backend="local", workers=1))
     assert m.info["corpus"]["whitening"].startswith("matrix-free (LOBPCG")
 
 
@@ -121,6 +126,7 @@ def test_a_pass_releases_its_support_only(corpus_p, monkeypatch):
     # the ledger says it.
     real_stats, real_solve, seen = Shard.unmix_statistics, lda_private.unmix_topics, []
 
+    @functools.wraps(real_stats)
     def read_only(self, *args):
         q, g = real_stats(self, *args)
         q.flags.writeable = g.flags.writeable = False
@@ -132,8 +138,9 @@ def test_a_pass_releases_its_support_only(corpus_p, monkeypatch):
 
     monkeypatch.setattr(Shard, "unmix_statistics", read_only)
     monkeypatch.setattr(lda_private, "unmix_topics", capture)
-    m = api.fit_lda(corpus_p.counts, 5, backend="local", workers=1, epsilon=8.0, delta=1e-6, seed=0,
-                    reproducible=True, progress=False, coherence=False)
+    m = api.fit_lda(corpus_p.counts, 5, seed=0, progress=False, coherence=False,
+                    privacy=PrivacyOptions(epsilon=8.0, delta=1e-6, reproducible=True),
+                    cluster=ClusterOptions(backend="local", workers=1))
     passes = [(q, S, sigma) for q, S, sigma in seen if S is not None]       # the tail release has no scales
     assert len(passes) == 2
     q, S, sigma = passes[1]
@@ -178,8 +185,9 @@ def test_private_matrix_free_fit_keeps_its_seed_and_no_dense_matrix(monkeypatch)
 
     monkeypatch.setattr(pp, "_whitening_matrix_free", traced)
     monkeypatch.setattr(pp, "MATRIX_FREE_MAX_PRODUCTS", 3)
-    m = api.fit_lda(c.counts, 5, backend="local", epsilon=1e5, delta=1e-6, progress=False, coherence=False,
-                    refine=0, unmix=0, whitening="matrix-free")
+    m = api.fit_lda(c.counts, 5, progress=False, coherence=False, refine=0,
+                    privacy=PrivacyOptions(epsilon=1e5, delta=1e-6, unmix=0, whitening="matrix-free"),
+                    cluster=ClusterOptions(backend="local"))
     assert m.info["privacy"]["private"] and len(seeds) == 1 and len(seeds[0]) == 32 and peaks
     assert max(peaks) < 8 * d * d / 3
     record = json.dumps(m.info, default=lambda o: np.asarray(o).tolist())
@@ -264,8 +272,10 @@ def test_whitening_topup_branches(corpus_p, monkeypatch, whitening, branch):
     seen = []
     share_of = lda_private.working_share
     monkeypatch.setattr(lda_private, "working_share", lambda f, c: seen.append((f, c)) or share_of(f, c))
-    m = api.fit_lda(corpus_p.counts, 5, backend="local", epsilon=4.0, delta=1e-6, seed=0, reproducible=True,
-                    progress=False, working_vocab=100, coherence=False, whitening=whitening)
+    m = api.fit_lda(corpus_p.counts, 5, seed=0, progress=False, coherence=False,
+                    privacy=PrivacyOptions(epsilon=4.0, delta=1e-6, reproducible=True, working_vocab=100,
+                                           whitening=whitening),
+                    cluster=ClusterOptions(backend="local"))
     # The working words' share of the tokens is recorded, from the scan's released frequencies over the
     # working columns chosen from them.
     (freq, cols), = seen
@@ -326,8 +336,9 @@ def test_working_vocab_restart_branches(corpus_wide, monkeypatch, gate, snr, mad
     # Each spends exactly the requested ε, and the record says what happened.
     monkeypatch.setattr(lda_private, "RESTART_TOKEN_SHARE", gate)
     monkeypatch.setattr(lda_private, "restart_snr", lambda plan: snr)
-    m = api.fit_lda(corpus_wide.counts, 5, backend="local", epsilon=4.0, delta=1e-6, seed=0, reproducible=True,
-                    progress=False, coherence=False, working_vocab="auto")
+    m = api.fit_lda(corpus_wide.counts, 5, seed=0, progress=False, coherence=False,
+                    privacy=PrivacyOptions(epsilon=4.0, delta=1e-6, reproducible=True, working_vocab="auto"),
+                    cluster=ClusterOptions(backend="local"))
     pv = m.info["privacy"]
     assert 4.0 * (1 - 1e-6) <= pv["epsilon"] <= 4.0
     assert PrivacyLedger.from_dict({"releases": pv["ledger"]}).epsilon(1e-6) == pytest.approx(pv["epsilon"])
@@ -396,8 +407,9 @@ def test_private_fit_uses_no_broadcast_value_as_an_array(corpus_wide, monkeypatc
     real_call = pipeline.LocalBackend.call
     monkeypatch.setattr(pipeline.LocalBackend, "call", lambda self, method, *args: real_call(
         self, method, *[a.value if isinstance(a, _Handle) else a for a in args]))
-    m = api.fit_lda(corpus_wide.counts, 5, backend="local", epsilon=4.0, delta=1e-6, seed=0, reproducible=True,
-                    progress=False, coherence=False, working_vocab="auto")
+    m = api.fit_lda(corpus_wide.counts, 5, seed=0, progress=False, coherence=False,
+                    privacy=PrivacyOptions(epsilon=4.0, delta=1e-6, reproducible=True, working_vocab="auto"),
+                    cluster=ClusterOptions(backend="local"))
     assert m.info["corpus"]["working_vocab_restart"]["made"]
     assert m.topic_word.shape == (5, 1200) and np.isfinite(m.topic_word).all()
 

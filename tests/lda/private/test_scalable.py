@@ -19,6 +19,7 @@ from distdp.privacy.ledger import BudgetNotMetError
 from distdp.lda.private.shard import PrivateShard as Shard
 from private_neighbours import D, K, corpora, csr, neighbours, public_scales
 from distdp.lda.synthetic import sample_corpus
+from distdp.api import ClusterOptions, PrivacyOptions
 
 
 def test_unmixing_inverts_the_mixing_exactly():
@@ -643,8 +644,6 @@ def test_whitening_form_and_its_releases():
     # Same share of the budget: one release instead of eig_iters + 1 gets a √(eig_iters + 1) smaller multiplier.
     ratio = lda_private.plan_noise(power)["m2_whitening"].multiplier / lda_private.plan_noise(dense)["m2_whitening"].multiplier
     assert ratio == pytest.approx(math.sqrt(power.eig_iters + 1))
-    with pytest.raises(ValueError, match="private fits only"):
-        api.fit_lda(sp.csr_matrix(np.ones((5, 4))), 2, backend="local", whitening="dense", progress=False)
 
 
 def _mu2(plan: dict) -> dict:

@@ -181,12 +181,12 @@ def test_column_view_equals_the_restricted_corpus():
     C = sp.csr_matrix(rng.poisson(0.8, size=(40, D)).astype(float))
     cols = np.array([0, 2, 3, 6])
     shard, sub = Shard(C), Shard(C[:, cols])
-    np.testing.assert_allclose(shard.on_columns(cols, "v", "private_m1", 0.3), sub.private_m1(0.3))
+    np.testing.assert_allclose(shard.on_columns(cols, "v", Shard.private_m1, 0.3), sub.private_m1(0.3))
     Q = np.linalg.qr(rng.standard_normal((4, 2)))[0]
-    np.testing.assert_allclose(shard.on_columns(cols, "v", "private_m2_product", Q, 0.2),
+    np.testing.assert_allclose(shard.on_columns(cols, "v", Shard.private_m2_product, Q, 0.2),
                                sub.private_m2_product(Q, 0.2))
     # A new key rebuilds the view (as after an actor restart or a new working vocabulary).
-    np.testing.assert_allclose(shard.on_columns(cols[:2], "w", "private_m1", 0.3),
+    np.testing.assert_allclose(shard.on_columns(cols[:2], "w", Shard.private_m1, 0.3),
                                Shard(C[:, cols[:2]]).private_m1(0.3))
 
 

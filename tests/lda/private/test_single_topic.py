@@ -15,6 +15,7 @@ from distdp.privacy import accounting as acct
 from distdp.privacy import mechanisms
 from distdp.lda.private import single_topic as md
 from distdp.privacy.ledger import BudgetNotMetError
+from distdp.privacy.neighbours import REPLACE_ONE_DOCUMENT
 from distdp.lda.synthetic import sample_corpus
 
 SQRT2 = math.sqrt(2.0)
@@ -290,7 +291,11 @@ def test_recovery_and_modes(corpus):
     r2 = md.avn(m, 3, epsilon=5.0, delta=1e-5, rng=np.random.default_rng(9), reproducible=True)
     np.testing.assert_array_equal(r1.topic_word, r2.topic_word)
     assert not r1.private and any("not private" in n for n in r1.notes)
-    assert r1.to_dict()["status"] == "not private"
+    d = r1.to_dict()
+    assert d["private"] is False and any("not private" in n for n in d["not_private_because"])
+    assert r1.privacy.neighbour is REPLACE_ONE_DOCUMENT and d["neighbour"]["name"] == "replace-one-document"
+    assert all(rel["neighbour"] == str(REPLACE_ONE_DOCUMENT) for rel in d["ledger"])
+    assert d["requested"] == {"epsilon": 5.0, "delta": 1e-5} and d["epsilon"] == r1.epsilon_spent
     p = md.dp_tpm(m, 3, epsilon=5.0, delta=1e-5, rng=np.random.default_rng(0), reproducible=True,
                   sensitivity="paper", n_restarts=5, n_iters=6)
     assert not p.private and any("conditions unchecked" in n for n in p.notes)
