@@ -61,6 +61,7 @@ from pathlib import Path
 import numpy as np
 
 from distdp.completion import Observations, from_dense
+from distdp.completion.api import grouped
 from distdp.distributed.completion import run_many
 from distdp.completion.synthetic import make_problem
 
@@ -126,7 +127,7 @@ def synthetic_jobs(models, eps_grid, methods, runs, missing_ratios):
                         if method == "none-lr0.005":
                             kw["lr"] = 0.005
                         datas.append(prob.observed)
-                        jobs.append(kw)
+                        jobs.append(grouped(kw))
                         metas.append(dict(model=model, method=method, epsilon=eps, missing_ratio=mr, run=r,
                                           scorer=Scorer(idx, tv)))
     return datas, jobs, metas
@@ -203,7 +204,7 @@ def real(runs, quick, methods=None):
                 for r in range(1 if method == "none" else runs):
                     kw = dict(base, **LAM[model], **extra, model=model, perturbation=method, epsilon=eps, seed=r)
                     datas.append(train)
-                    jobs.append(kw)
+                    jobs.append(grouped(kw))
                     metas.append(dict(model=model, method=method, epsilon=eps, run=r, scorer=scorer))
     t = time.time()
     rows = run_scored(datas, jobs, metas)

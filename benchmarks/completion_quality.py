@@ -50,6 +50,7 @@ import numpy as np
 
 from distdp.completion import complete, from_dense, split_holdout
 from distdp.completion.entries import Observations
+from distdp.completion import Perturbation
 
 OUT = Path(__file__).resolve().parent / "results"
 SYNTHETIC = [  # (shape, rank, missing)
@@ -140,10 +141,10 @@ def private_sweep(epsilons):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         none = complete(Y, 3, seed=0)
-        for pert, extra in [("input", {}), ("gradient", {"delta": 1e-5})]:
+        for pert, delta in [("input", None), ("gradient", 1e-5)]:
             for eps in epsilons:
                 t = time.perf_counter()
-                r = complete(Y, 3, perturbation=pert, epsilon=eps, bounds=(-1.0, 1.0), seed=0, **extra)
+                r = complete(Y, 3, bounds=(-1.0, 1.0), seed=0, perturbation=Perturbation(pert, epsilon=eps, delta=delta))
                 rows.append({"perturbation": pert, "epsilon": eps, "test_rmse": r.test_rmse,
                              "solver": r.config["solver"], "seconds": time.perf_counter() - t,
                              "private": r.privacy.private,

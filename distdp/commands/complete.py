@@ -77,6 +77,7 @@ def run(args) -> int:
     from tqdm.auto import tqdm
 
     from distdp.completion import complete, parameter_names
+    from distdp.completion.api import PERTURBATION_FIELDS, SOLVER_FIELDS, grouped
     from distdp.completion.io import write_result
     from distdp.io.atomic import check_output_dir
 
@@ -94,16 +95,14 @@ def run(args) -> int:
             if args.shards is not None:
                 res = _sharded(args)
             else:
-                res = complete(args.input, args.rank, model=args.model, perturbation=args.perturbation,
-                               epsilon=args.epsilon, delta=args.delta, holdout=args.holdout,
-                               bounds=tuple(args.bounds) if args.bounds else None,
-                               allow_data_bounds=args.allow_data_bounds, clamp_noisy=not args.no_clamp_noisy,
-                               clip=args.clip, lipschitz=args.lipschitz, solver=args.solver, lr=args.lr,
-                               epochs=args.epochs, batch_size=args.batch_size, lam=args.lam, lam_core=args.lam_core,
-                               tol=args.tol, offset=args.offset, max_row_norm=args.max_row_norm,
-                               max_core_norm=args.max_core_norm, seed=args.seed, reproducible=args.reproducible,
+                flags = {name: getattr(args, name) for name in (*PERTURBATION_FIELDS, *SOLVER_FIELDS)
+                         if name not in ("clamp_noisy", "init_scale")}          # the CLI has no --init-scale
+                res = complete(args.input, args.rank, model=args.model, holdout=args.holdout,
+                               bounds=tuple(args.bounds) if args.bounds else None, offset=args.offset,
+                               max_row_norm=args.max_row_norm, max_core_norm=args.max_core_norm, seed=args.seed,
                                shape=tuple(args.shape) if args.shape else None,
-                               progress=None if bar is None else progress)
+                               progress=None if bar is None else progress,
+                               **grouped({**flags, "clamp_noisy": not args.no_clamp_noisy}))
     finally:
         if bar is not None:
             bar.close()

@@ -1,13 +1,13 @@
 """Python API of DP tensor completion: :func:`complete` returns a :class:`CompletionResult`.
 
-    >>> from distdp.completion import complete
-    >>> res = complete("ratings.parquet", rank=3, model="cp", perturbation="gradient",
-    ...                epsilon=1.0, delta=1e-6)                                  # doctest: +SKIP
+    >>> from distdp.completion import Perturbation, complete
+    >>> res = complete("ratings.parquet", rank=3, model="cp", bounds=(1, 5),
+    ...                perturbation=Perturbation("gradient", epsilon=1.0, delta=1e-6))  # doctest: +SKIP
     >>> res.test_rmse, res.privacy.epsilon                                       # doctest: +SKIP
 
 Randomness: ``seed`` fixes the train/test split, the initialisation and the
 visiting order (none of which depends on the data values). The noise of a
-private fit always comes from OS entropy, unless ``reproducible=True``; then it
+private fit always comes from OS entropy, unless ``Perturbation(reproducible=True)``; then it
 is derived from ``seed`` too and the privacy report says the fit is not private.
 
 Error messages name the parameters as the caller knows them: the Python
@@ -49,6 +49,94 @@ ALS_DEFAULTS = {"epochs": 500, "tol": 1e-7}   # at most 500 sweeps; stop at a re
 # and λ ∝ σ² collapsed fits of large-valued tensors (Indian Pines, kinetic) to the mean.
 ALS_LAMBDA_SCALE = {"cp": (0.5, 4.0 / 3.0), "tucker": (2.0, 1.5)}   # (c, p)
 SGD_ONLY = ("lr", "batch_size", "max_row_norm", "max_core_norm")   # settings that mean SGD (projection: per step)
+
+
+@dataclass(frozen=True)
+class Perturbation:
+    """How a completion fit is made private (paper §4.2–4.4), given as ``complete(..., perturbation=...)``.
+
+    The values are checked by :func:`complete`, whose messages name them as
+    the caller knows them (:func:`parameter_names`).
+
+    Parameters
+    ----------
+    kind : {'none', 'input', 'gradient', 'gradient-paper', 'output'}
+        ``input``: Alg. 1 (ε-DP with declared ``bounds``). ``gradient``: sound
+        DP-SGD, (ε, δ)-DP by PLD accounting over all steps. ``gradient-paper``
+        (Alg. 2) and ``output`` (Alg. 3): reproductions, no guarantee claimed.
+        ``none`` is the same as no perturbation.
+    epsilon, delta : float, optional
+        Privacy budget: ``epsilon`` is required by every perturbation and
+        refused without one; ``delta`` only for ``gradient`` (default
+        min(1e-5, 1/(10 n_train))) and refused by the others.
+    clip : float, optional
+        ``gradient``: C, the per-entry clipping norm; ``gradient-paper``: m
+        (default 0.1; refused by the other perturbations).
+    lipschitz : float, optional
+        ``output``: L in Δ = 2τLη, the paper gives none (default 1; refused by
+        the other perturbations).
+    allow_data_bounds : bool, default=False
+        ``input``: compute the bounds from the private data instead (warns;
+        the report says not private).
+    clamp_noisy : bool, default=True
+        ``input``: clamp the noisy values back into the bounds (post-processing).
+    reproducible : bool, default=False
+        Seed the noise from ``complete``'s ``seed`` too; the fit is then
+        reported as not private.
+    """
+
+    kind: str
+    epsilon: Optional[float] = None
+    delta: Optional[float] = None
+    clip: Optional[float] = None
+    lipschitz: Optional[float] = None
+    allow_data_bounds: bool = False
+    clamp_noisy: bool = True
+    reproducible: bool = False
+
+
+@dataclass(frozen=True)
+class CompletionSolver:
+    """The optimiser of a completion fit, given as ``complete(..., solver=...)``; None fields take the defaults.
+
+    Parameters
+    ----------
+    method : {'auto', 'als', 'sgd'}, default='auto'
+        ``auto``: ALS for no perturbation and ``input`` unless an SGD-only
+        setting (``lr``, ``batch_size``, or ``complete``'s ``max_row_norm``,
+        ``max_core_norm``) is given; SGD for the other perturbations (``als``
+        is refused there). ``config['solver']`` says which ran.
+    lr, batch_size : optional
+        SGD only: learning rate η (default 0.05) and entries per step (64).
+    epochs : int, optional
+        SGD: passes (default 100). ALS: the most sweeps (default 500).
+    tol : float, optional
+        Stop when the objective's relative decrease over a pass/sweep falls
+        below ``tol`` (``trace.converged``). Default: ALS 1e-7, SGD 0 (all
+        passes). Refused (> 0) by ``gradient``, ``gradient-paper``, ``output``.
+    init_scale : float, optional
+        Standard deviation of the random initial model entries. Default: SGD
+        0.1; ALS the standard deviation σ of the values fitted (so that the
+        fit is scale-equivariant, and a large-valued tensor does not start
+        next to the all-zero stationary point).
+    lam, lam_core : float, optional
+        λ (λo) and λg. SGD default: the paper's (CP 0.01; Tucker 0.001,
+        0.0001). ALS default: λ = 0.5·σ^(4/3) (CP) or λo = 2·σ^(3/2),
+        λg = λo/10 (Tucker), σ the standard deviation of the values fitted —
+        scale-equivariant (values × s give the fit × s); the paper's fixed λ,
+        made for values in [0, 1], lets fits of real tensors overfit. Under
+        ``input`` σ is that of the noisy released values (post-processing).
+        ``config['lam_source']`` says which.
+    """
+
+    method: str = "auto"
+    lr: Optional[float] = None
+    epochs: Optional[int] = None
+    batch_size: Optional[int] = None
+    lam: Optional[float] = None
+    lam_core: Optional[float] = None
+    tol: Optional[float] = None
+    init_scale: Optional[float] = None
 
 # how messages name a parameter when no caller mapping is active (flags are spelled as a Python call)
 _API_FORMS = {"reproducible": "reproducible=True", "allow_data_bounds": "allow_data_bounds=True",
@@ -258,16 +346,10 @@ def _load(data, shape) -> Observations:
 
 
 def complete(data: Union[Observations, np.ndarray, str, Path], rank: int, *, model: str = "cp",
-             perturbation: str = "none", epsilon: Optional[float] = None, delta: Optional[float] = None,
-             holdout: float = 0.2, bounds: Optional[tuple[float, float]] = None, allow_data_bounds: bool = False,
-             clamp_noisy: bool = True, clip: Optional[float] = None, lipschitz: Optional[float] = None,
-             solver: str = "auto", lr: Optional[float] = None,
-             epochs: Optional[int] = None, batch_size: Optional[int] = None, lam: Optional[float] = None,
-             lam_core: Optional[float] = None,
-             tol: Optional[float] = None, init_scale: Optional[float] = None, offset: Optional[float] = None,
+             perturbation: Optional[Perturbation] = None, solver: Optional[CompletionSolver] = None,
+             holdout: float = 0.2, bounds: Optional[tuple[float, float]] = None, offset: Optional[float] = None,
              max_row_norm: Optional[float] = None, max_core_norm: Optional[float] = None,
-             seed: Optional[int] = None,
-             reproducible: bool = False, shape: Optional[tuple[int, int, int]] = None,
+             seed: Optional[int] = None, shape: Optional[tuple[int, int, int]] = None,
              progress: Optional[Callable[[int, int, float], None]] = None,
              test: Optional[Observations] = None) -> CompletionResult:
     """Complete a partially observed 3-way tensor by CP (eq. 6) or Tucker (eq. 7), optionally with DP.
@@ -301,14 +383,12 @@ def complete(data: Union[Observations, np.ndarray, str, Path], rank: int, *, mod
         CP rank R, or the Tucker core size R×R×R (Tucker: at most the
         smallest dimension of the tensor).
     model : {'cp', 'tucker'}
-    perturbation : {'none', 'input', 'gradient', 'gradient-paper', 'output'}
-        ``input``: Alg. 1 (ε-DP with declared ``bounds``). ``gradient``: sound
-        DP-SGD, (ε, δ)-DP by PLD accounting over all steps. ``gradient-paper``
-        (Alg. 2) and ``output`` (Alg. 3): reproductions, no guarantee claimed.
-    epsilon, delta : float
-        Privacy budget: ``epsilon`` is required by every perturbation and
-        refused without one; ``delta`` only for ``gradient`` (default
-        min(1e-5, 1/(10 n_train))) and refused by the others.
+    perturbation : Perturbation, optional
+        Make the fit private (:class:`Perturbation`: the mechanism, ε, δ and
+        the mechanism's settings). None: a non-private fit.
+    solver : CompletionSolver, optional
+        The optimiser and its settings (:class:`CompletionSolver`; default
+        ALS where the perturbation allows it, SGD otherwise).
     holdout : float
         Share of the observed entries held out for the test RMSE (paper: 0.2).
     bounds : (lo, hi), optional
@@ -318,42 +398,6 @@ def complete(data: Union[Observations, np.ndarray, str, Path], rank: int, *, mod
         clamped to it before the noise (unless ``allow_data_bounds``).
         ``gradient``: derives the default projection radii (clipping, not
         the bounds, gives the sensitivity).
-    allow_data_bounds : bool
-        Compute the bounds from the private data instead (warns; the report says not private).
-    clamp_noisy : bool
-        ``input``: clamp the noisy values back into the bounds (post-processing).
-    clip : float, optional
-        ``gradient``: C, the per-entry clipping norm; ``gradient-paper``: m
-        (default 0.1; refused by the other perturbations).
-    lipschitz : float, optional
-        ``output``: L in Δ = 2τLη, the paper gives none (default 1; refused by
-        the other perturbations).
-    solver : {'auto', 'als', 'sgd'}
-        ``auto``: ALS for ``none`` and ``input`` unless an SGD-only setting
-        (``lr``, ``batch_size``, ``max_row_norm``, ``max_core_norm``) is
-        given; SGD for the other perturbations (``als`` is refused there).
-        ``config['solver']`` says which ran.
-    lr, batch_size
-        SGD only: learning rate η (default 0.05) and entries per step (64).
-    epochs : int, optional
-        SGD: passes (default 100). ALS: the most sweeps (default 500).
-    tol : float, optional
-        Stop when the objective's relative decrease over a pass/sweep falls
-        below ``tol`` (``trace.converged``). Default: ALS 1e-7, SGD 0 (all
-        passes). Refused (> 0) by ``gradient``, ``gradient-paper``, ``output``.
-    init_scale : float, optional
-        Standard deviation of the random initial model entries. Default: SGD
-        0.1; ALS the standard deviation σ of the values fitted (so that the
-        fit is scale-equivariant, and a large-valued tensor does not start
-        next to the all-zero stationary point).
-    lam, lam_core : float, optional
-        λ (λo) and λg. SGD default: the paper's (CP 0.01; Tucker 0.001,
-        0.0001). ALS default: λ = 0.5·σ^(4/3) (CP) or λo = 2·σ^(3/2),
-        λg = λo/10 (Tucker), σ the standard deviation of the values fitted —
-        scale-equivariant (values × s give the fit × s); the paper's fixed λ,
-        made for values in [0, 1], lets fits of real tensors overfit. Under
-        ``input`` σ is that of the noisy released values (post-processing).
-        ``config['lam_source']`` says which.
     offset : float, optional
         Constant subtracted from the values before fitting and added back by
         :meth:`CompletionResult.predict`. Default: the midpoint of declared
@@ -378,8 +422,6 @@ def complete(data: Union[Observations, np.ndarray, str, Path], rank: int, *, mod
     seed : int, optional
         Non-negative; fixes split, initialisation and visiting order (and the
         noise only with ``reproducible``).
-    reproducible : bool
-        Seed the noise too; the fit is then reported as not private.
     shape : tuple, optional
         Tensor shape for a COO file without it in its metadata.
     progress : callable(epoch, epochs, objective), optional
@@ -412,6 +454,12 @@ def complete(data: Union[Observations, np.ndarray, str, Path], rank: int, *, mod
         ``gradient`` without projection; δ ≥ 1/n_train.
     """
     t0 = time.perf_counter()
+    p = _option("perturbation", perturbation, Perturbation) or Perturbation("none")
+    opt = _option("solver", solver, CompletionSolver) or CompletionSolver()
+    perturbation, epsilon, delta, clip, lipschitz = p.kind, p.epsilon, p.delta, p.clip, p.lipschitz
+    allow_data_bounds, clamp_noisy, reproducible = p.allow_data_bounds, p.clamp_noisy, p.reproducible
+    solver, lr, epochs, batch_size, lam, lam_core, tol, init_scale = (opt.method, opt.lr, opt.epochs, opt.batch_size,
+                                                                      opt.lam, opt.lam_core, opt.tol, opt.init_scale)
     _check_settings(rank=rank, model=model, perturbation=perturbation, epsilon=epsilon, delta=delta,
                     holdout=holdout, bounds=bounds, clip=clip, lipschitz=lipschitz, lr=lr, epochs=epochs,
                     batch_size=batch_size, lam=lam, lam_core=lam_core, tol=tol, init_scale=init_scale, offset=offset,
@@ -620,6 +668,39 @@ def complete(data: Union[Observations, np.ndarray, str, Path], rank: int, *, mod
                             trace=trace, privacy=report,
                             timings={"perturb": t_perturb, solver: trace.seconds, "total": time.perf_counter() - t0},
                             config=config, value_range=value_range, baselines=baselines)
+
+
+#: The fields of :func:`complete`'s option groups under their flat names (the CLI's flags, a sweep's settings).
+PERTURBATION_FIELDS = {"perturbation": "kind", "epsilon": "epsilon", "delta": "delta", "clip": "clip",
+                       "lipschitz": "lipschitz", "allow_data_bounds": "allow_data_bounds",
+                       "clamp_noisy": "clamp_noisy", "reproducible": "reproducible"}
+SOLVER_FIELDS = {"solver": "method", "lr": "lr", "epochs": "epochs", "batch_size": "batch_size", "lam": "lam",
+                 "lam_core": "lam_core", "tol": "tol", "init_scale": "init_scale"}
+
+
+def grouped(settings: Mapping) -> dict:
+    """:func:`complete`'s keyword arguments from one flat mapping of settings (a sweep's job, the CLI's flags).
+
+    The keys of :data:`PERTURBATION_FIELDS` become one :class:`Perturbation`
+    (``perturbation`` its ``kind``, default ``'none'``), those of
+    :data:`SOLVER_FIELDS` one :class:`CompletionSolver` (``solver`` its
+    ``method``); every other key is passed on as it is.
+    """
+    out = {k: v for k, v in settings.items() if k not in PERTURBATION_FIELDS and k not in SOLVER_FIELDS}
+    pert = {PERTURBATION_FIELDS[k]: v for k, v in settings.items() if k in PERTURBATION_FIELDS}
+    solver = {SOLVER_FIELDS[k]: v for k, v in settings.items() if k in SOLVER_FIELDS}
+    if pert:
+        out["perturbation"] = Perturbation(**{"kind": "none", **pert})
+    if solver:
+        out["solver"] = CompletionSolver(**solver)
+    return out
+
+
+def _option(name: str, value, cls: type):
+    """``value`` if it is a ``cls`` or None; else an error naming the parameter."""
+    if value is None or isinstance(value, cls):
+        return value
+    raise TypeError(f"{name} must be a {cls.__name__} or None, got {type(value).__name__}")
 
 
 def _check_settings(*, rank, model, perturbation, epsilon, delta, holdout, bounds, clip, lipschitz, lr, epochs,

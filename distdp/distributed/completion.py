@@ -16,6 +16,7 @@ them and solves.
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import time
 from pathlib import Path
@@ -24,7 +25,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 import ray
 
-from distdp.completion.api import CompletionResult, complete
+from distdp.completion.api import CompletionResult, Perturbation, complete
 from distdp.distributed.backend import ensure_ray
 
 
@@ -85,14 +86,18 @@ def run_many(data, jobs: Sequence[dict], score=None,
 
 def epsilon_sweep(data, epsilons: Sequence[float], perturbations: Sequence[str], n_runs: int,
                   score: Optional[Callable[[CompletionResult], Any]] = None, seed: Optional[int] = None,
-                  address: Optional[str] = None, **kwargs) -> list[dict]:
+                  address: Optional[str] = None, perturbation: Optional[Perturbation] = None,
+                  **kwargs) -> list[dict]:
     """Every (perturbation, ε, run) combination as one Ray task.
 
-    ``perturbation='none'`` runs once per ``run`` (ε does not apply). Run r
-    uses seed ``seed + r`` for its split, initialisation and visiting order
-    when ``seed`` is given (the same split across ε and perturbations for a
-    given run); the noise comes from OS entropy unless ``reproducible=True``
-    is in ``kwargs``.
+    ``'none'`` in ``perturbations`` runs once per ``run`` (ε does not apply).
+    Run r uses seed ``seed + r`` for its split, initialisation and visiting
+    order when ``seed`` is given (the same split across ε and perturbations
+    for a given run). ``perturbation``: a :class:`~distdp.completion.Perturbation`
+    whose other settings (``delta``, ``clip``, ``reproducible``, ...) every
+    private job takes, its ``kind`` and ``epsilon`` replaced by the job's; the
+    noise comes from OS entropy unless it says ``reproducible=True``.
+    ``kwargs``: the other arguments of :func:`~distdp.completion.complete`.
 
     Returns
     -------
@@ -106,7 +111,9 @@ def epsilon_sweep(data, epsilons: Sequence[float], perturbations: Sequence[str],
     for pert in perturbations:
         eps_list = [None] if pert == "none" else list(epsilons)
         keys += [(pert, eps, r) for eps, r in itertools.product(eps_list, range(n_runs))]
-    jobs = [dict(kwargs, perturbation=p, epsilon=e, seed=None if seed is None else seed + r) for p, e, r in keys]
+    template = perturbation or Perturbation("none")
+    jobs = [dict(kwargs, perturbation=None if p == "none" else dataclasses.replace(template, kind=p, epsilon=e),
+                 seed=None if seed is None else seed + r) for p, e, r in keys]
     out = run_many(data, jobs, score=score, address=address)
     return [{"perturbation": p, "epsilon": e, "run": r, "result": res} for (p, e, r), res in zip(keys, out)]
 

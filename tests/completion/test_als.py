@@ -9,6 +9,7 @@ from distdp.completion import complete, from_dense, split_holdout
 from distdp.completion import als, cp, tucker
 from distdp.completion.entries import Observations
 from distdp.completion.sgd import full_gradient
+from distdp.completion import CompletionSolver, Perturbation
 
 MODELS = {"cp": cp, "tucker": tucker}
 
@@ -90,7 +91,7 @@ def test_objective_decreases_monotonically(model):
     f(sweep t+1) ≤ f(sweep t) up to rounding. Rounding: f sums n ≈ 3200 squared residuals, relative error
     ≤ n·u ≈ 4e-13 (u = 1.1e-16), so 1e-12 relative is a bound, not a tuned margin."""
     _, _, obs = low_rank(model, sigma=0.1)
-    res = complete(obs, 3, model=model, seed=0, tol=0.0, epochs=60)
+    res = complete(obs, 3, model=model, seed=0, solver=CompletionSolver(tol=0.0, epochs=60))
     f = np.array(res.trace.objective)
     assert res.config["solver"] == "als" and len(f) == 61
     assert np.all(f[1:] <= f[:-1] * (1 + 1e-12)), np.max(f[1:] / f[:-1])
@@ -115,7 +116,8 @@ def test_reaches_the_least_squares_optimum_on_a_noiseless_low_rank_tensor(model)
     held = []
     for lam in (1e-4, 1e-8):
         lams = dict(lam=lam, lam_core=lam) if model == "tucker" else dict(lam=lam)
-        res = complete(obs, 3, model=model, offset=0.0, seed=1, tol=1e-12, epochs=3000, **lams)
+        res = complete(obs, 3, model=model, offset=0.0, seed=1,
+                       solver=CompletionSolver(tol=1e-12, epochs=3000, **lams))
         f_true = m.objective(theta, train.idx, train.values, lam, lams.get("lam_core", 0.0))
         assert res.trace.converged
         assert res.trace.objective[-1] <= f_true * (1 + 1e-9)
@@ -145,18 +147,19 @@ def test_default_fit_converges_to_the_noise_floor(model):
 def test_solver_choice_and_errors_name_the_setting():
     _, _, obs = low_rank("cp", shape=(6, 6, 6), missing=0.3)
     assert complete(obs, 2, seed=0).config["solver"] == "als"
-    assert complete(obs, 2, seed=0, lr=0.01, epochs=2).config["solver"] == "sgd"        # an SGD setting: SGD
-    assert complete(obs, 2, seed=0, solver="sgd", epochs=2).config["solver"] == "sgd"
+    assert complete(obs, 2, seed=0, solver=CompletionSolver(lr=0.01, epochs=2)).config["solver"] == "sgd"        # an SGD setting: SGD
+    assert complete(obs, 2, seed=0, solver=CompletionSolver(method="sgd", epochs=2)).config["solver"] == "sgd"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")        # ε = 1 on 150 entries may be worse than the baselines
-        r = complete(obs, 2, perturbation="input", epsilon=1.0, bounds=(-5, 5), seed=0)
+        r = complete(obs, 2, bounds=(-5, 5), seed=0, perturbation=Perturbation(kind="input", epsilon=1.0))
     assert r.config["solver"] == "als" and "als" in r.timings
     with pytest.raises(ValueError, match="lr is an SGD setting"):
-        complete(obs, 2, solver="als", lr=0.1)
+        complete(obs, 2, solver=CompletionSolver(method="als", lr=0.1))
     with pytest.raises(ValueError, match="solver als cannot run perturbation gradient"):
-        complete(obs, 2, solver="als", perturbation="gradient", epsilon=1.0, bounds=(-5, 5))
+        complete(obs, 2, bounds=(-5, 5), perturbation=Perturbation(kind="gradient", epsilon=1.0),
+                 solver=CompletionSolver(method="als"))
     with pytest.raises(ValueError, match="solver must be one of"):
-        complete(obs, 2, solver="newton")
+        complete(obs, 2, solver=CompletionSolver(method="newton"))
 
 
 # ----------------------------------------------------------------------------- sharded (Ray) ALS
@@ -202,7 +205,7 @@ def test_default_fit_is_scale_equivariant(model):
     X = np.einsum("ir,jr,kr->ijk", *[rng.standard_normal((n, 2)) for n in shape])
     Y = X + 0.05 * rng.standard_normal(shape)
     Y[rng.random(shape) < 0.5] = np.nan
-    a = complete(Y, 2, model=model, seed=0, tol=1e-12, epochs=3000)
-    b = complete(1000.0 * Y, 2, model=model, seed=0, tol=1e-12, epochs=3000)
+    a = complete(Y, 2, model=model, seed=0, solver=CompletionSolver(tol=1e-12, epochs=3000))
+    b = complete(1000.0 * Y, 2, model=model, seed=0, solver=CompletionSolver(tol=1e-12, epochs=3000))
     assert b.config["lam"] == pytest.approx(a.config["lam"] * 1000.0 ** (4 / 3 if model == "cp" else 1.5))
     np.testing.assert_allclose(b.full_tensor(), 1000.0 * a.full_tensor(), rtol=1e-6, atol=1e-6 * 1000 * np.abs(X).max())

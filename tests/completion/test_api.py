@@ -8,6 +8,7 @@ import pytest
 
 from distdp.completion import DivergenceWarning, complete, from_dense, split_holdout
 from distdp.completion.synthetic import make_problem
+from distdp.completion import CompletionSolver, Perturbation
 
 
 def low_rank_problem(model, seed=0, sigma=0.1, shape=(20, 20, 20), rank=3, missing=0.5):
@@ -46,7 +47,8 @@ def test_recovers_low_rank_tensor_near_noise_floor(model, p):
     """
     sigma = 0.1
     X, obs = low_rank_problem(model, seed=0, sigma=sigma)
-    res = complete(obs, 3, model=model, lr=0.005, epochs=100, batch_size=64, seed=1, offset=0.0)
+    res = complete(obs, 3, model=model, seed=1, offset=0.0,
+                   solver=CompletionSolver(lr=0.005, epochs=100, batch_size=64))
     _, test = split_holdout(obs, 0.2, np.random.default_rng(1))  # the split complete() made with seed 1
     assert res.n_train == 3200 and res.n_test == 800
     rmse_truth = np.sqrt(np.mean((res.predict(*test.idx.T) - X[tuple(test.idx.T)]) ** 2))
@@ -60,15 +62,15 @@ def test_recovers_low_rank_tensor_near_noise_floor(model, p):
 
 def test_tol_stops_early_and_reports_convergence():
     _, obs = low_rank_problem("cp", seed=4)
-    res = complete(obs, 3, lr=0.005, epochs=100, tol=1e-3, seed=0)
+    res = complete(obs, 3, seed=0, solver=CompletionSolver(lr=0.005, epochs=100, tol=1e-3))
     assert res.trace.converged and res.trace.epochs_run < 100
     assert len(res.trace.objective) == res.trace.epochs_run + 1
 
 
 def test_fixed_seed_is_deterministic_without_noise():
     obs = small_obs()
-    a = complete(obs, 2, model="tucker", epochs=3, seed=7)
-    b = complete(obs, 2, model="tucker", epochs=3, seed=7)
+    a = complete(obs, 2, model="tucker", seed=7, solver=CompletionSolver(epochs=3))
+    b = complete(obs, 2, model="tucker", seed=7, solver=CompletionSolver(epochs=3))
     for x, y in zip(a.factors, b.factors):
         np.testing.assert_array_equal(x, y)
 
@@ -88,9 +90,10 @@ def test_sound_gradient_at_small_epsilon_stays_bounded_and_blowup_is_reported(mo
     prob = make_problem(model=model, snr=1.0, missing_ratio=0.5, rng=np.random.default_rng(seed))
     train, test = split_holdout(prob.observed, 0.2, np.random.default_rng(seed))   # complete()'s split
     truth = prob.truth[tuple(test.idx.T)]
-    kw = dict(model=model, perturbation="gradient", epsilon=0.1, delta=1e-5, clip=0.05, lr=0.05, epochs=20,
-              batch_size=10 ** 9, offset=0.5, seed=seed, reproducible=True,
-              **({"lam": 0.01} if model == "cp" else {"lam": 0.001, "lam_core": 0.0001}))
+    kw = dict(model=model, perturbation=Perturbation("gradient", epsilon=0.1, delta=1e-5, clip=0.05, reproducible=True),
+              solver=CompletionSolver(lr=0.05, epochs=20, batch_size=10 ** 9,
+                                      **({"lam": 0.01} if model == "cp" else {"lam": 0.001, "lam_core": 0.0001})),
+              offset=0.5, seed=seed)
 
     def rmse(res):
         return float(np.sqrt(np.mean((res.predict(*test.idx.T) - truth) ** 2)))
@@ -116,12 +119,13 @@ def test_default_offset_is_public_and_fits_ratings(ratings):
     train, _ = split_holdout(obs, 0.2, np.random.default_rng(0))
     assert res.offset == pytest.approx(train.values.mean()) and "mean" in res.config["offset_source"]
     assert res.test_rmse < 0.1 and not res.trace.diverged                # values span 1–5
-    assert complete(obs, 3, seed=0, bounds=(1, 5), epochs=1).offset == 3.0
-    assert complete(obs, 3, seed=0, offset=2.5, bounds=(1, 5), epochs=1).offset == 2.5
-    for pert, extra in [("gradient", dict(delta=1e-6)), ("output", {})]:   # private modes never look at the data:
-        with pytest.raises(ValueError, match="needs a public range"):     # without a declared range they refuse
-            complete(obs, 3, perturbation=pert, epsilon=1.0, seed=0, epochs=1, **extra)
-    r = complete(obs, 3, perturbation="gradient", epsilon=1.0, delta=1e-6, bounds=(1, 5), seed=0, epochs=1)
+    assert complete(obs, 3, seed=0, bounds=(1, 5), solver=CompletionSolver(epochs=1)).offset == 3.0
+    assert complete(obs, 3, seed=0, offset=2.5, bounds=(1, 5), solver=CompletionSolver(epochs=1)).offset == 2.5
+    for pert in (Perturbation("gradient", epsilon=1.0, delta=1e-6), Perturbation("output", epsilon=1.0)):
+        with pytest.raises(ValueError, match="needs a public range"):     # private modes never look at the data:
+            complete(obs, 3, seed=0, perturbation=pert, solver=CompletionSolver(epochs=1))   # no range: refused
+    r = complete(obs, 3, bounds=(1, 5), seed=0, perturbation=Perturbation(kind="gradient", epsilon=1.0, delta=1e-6),
+                 solver=CompletionSolver(epochs=1))
     assert r.offset == 3.0 and r.privacy.private
 
 
@@ -129,7 +133,7 @@ def test_nonfinite_sgd_is_a_value_error_with_advice(ratings):
     obs = ratings
     with pytest.raises(ValueError, match=r"SGD diverged: .*non-finite in pass \d+ .*Lower lr \(e\.g\. 0\.05\)"
                                          r".*offset") as err:
-        complete(obs, 3, seed=0, offset=0.0, lr=0.5)
+        complete(obs, 3, seed=0, offset=0.0, solver=CompletionSolver(lr=0.5))
     assert isinstance(err.value, FloatingPointError)      # still what callers catching FloatingPointError see
 
 
@@ -137,15 +141,15 @@ def test_tucker_rank_above_a_dimension_is_refused_and_cp_warns():
     obs = small_obs(shape=(5, 6, 7))
     with pytest.raises(ValueError, match=r"rank 6 exceeds the tensor's size 5 in mode 1 .* rank ≤ 5"):
         complete(obs, 6, model="tucker")
-    complete(obs, 5, model="tucker", epochs=1)
+    complete(obs, 5, model="tucker", solver=CompletionSolver(epochs=1))
     with pytest.warns(UserWarning, match=r"rank 31 exceeds the largest CP rank .* = 30"):
-        complete(obs, 31, epochs=1)
+        complete(obs, 31, solver=CompletionSolver(epochs=1))
 
 
 @pytest.mark.parametrize("model", ["cp", "tucker"])
 def test_predict_accepts_scalars_and_rejects_bad_indices(model):
     obs = small_obs(shape=(5, 6, 7))
-    res = complete(obs, 2, model=model, epochs=2, seed=0)
+    res = complete(obs, 2, model=model, seed=0, solver=CompletionSolver(epochs=2))
     full = res.full_tensor()
     got = res.predict(4, 5, 6)
     assert isinstance(got, float) and got == pytest.approx(full[4, 5, 6])

@@ -8,6 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from distdp.completion import complete, from_dense
+from distdp.completion.api import grouped
 from distdp.completion.io import load_observations, write_coo_parquet
 
 
@@ -75,7 +76,7 @@ def test_bad_npy_and_parameters(tmp_path):
                        (dict(rank=2, model="tucker", max_core_norm=-1.0), "max_core_norm must be a number > 0")]:
         rank = kw.pop("rank")
         with pytest.raises(ValueError, match=needle):
-            complete(obs, rank, **kw)
+            complete(obs, rank, **grouped(kw))
 
 
 def test_complex_input_is_refused_naming_the_file(tmp_path):

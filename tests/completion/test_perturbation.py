@@ -11,6 +11,7 @@ from distdp.completion import DivergenceWarning, NotPrivateWarning, complete, fr
 from distdp.completion import perturbation as pt
 from distdp.privacy import accounting
 from distdp.privacy.neighbours import CHANGE_ONE_ENTRY
+from distdp.completion import CompletionSolver, Perturbation
 
 
 def small_obs(seed=0, shape=(5, 6, 7), frac=0.6):
@@ -38,10 +39,12 @@ def test_output_perturbation_adds_l2_noise_to_C_only():
     rng = np.random.default_rng(0)
     Y = rng.standard_normal((3, 3, 800))
     obs = from_dense(Y)
-    kw = dict(epochs=2, lr=0.01, holdout=0.0, seed=3, offset=0.0, bounds=(-6.0, 6.0))   # same offset and range
+    kw = dict(solver=CompletionSolver(epochs=2, lr=0.01), holdout=0.0, seed=3, offset=0.0,
+              bounds=(-6.0, 6.0))                                                         # same offset and range
     base = complete(obs, 3, **kw)
     eps, L = 0.5, 2.0
-    out = complete(obs, 3, perturbation="output", epsilon=eps, lipschitz=L, reproducible=True, **kw)
+    out = complete(obs, 3, **kw,
+                   perturbation=Perturbation(kind="output", epsilon=eps, lipschitz=L, reproducible=True))
     np.testing.assert_array_equal(out.A, base.A)
     np.testing.assert_array_equal(out.B, base.B)
     noise = out.C - base.C
@@ -73,11 +76,12 @@ def test_dpsgd_calibration_matches_gaussian_closed_form(epochs, eps, delta):
 
 def test_gradient_fit_reports_guarantee_and_paper_variants_do_not():
     obs = small_obs(shape=(8, 8, 8), frac=0.8)
-    g = complete(obs, 2, perturbation="gradient", epsilon=2.0, delta=1e-6, epochs=5, batch_size=100,
-                 bounds=(-3.0, 3.0))
+    g = complete(obs, 2, bounds=(-3.0, 3.0), perturbation=Perturbation(kind="gradient", epsilon=2.0, delta=1e-6),
+                 solver=CompletionSolver(epochs=5, batch_size=100))
     assert g.privacy.private and g.privacy.epsilon == pytest.approx(2.0, rel=1e-3) and g.privacy.delta == 1e-6
     assert accounting.epsilon(accounting.gaussian_event(g.privacy.details["noise"]["noise_multiplier"], 5), 1e-6) <= 2.0 + 1e-6
-    p = complete(obs, 2, perturbation="gradient-paper", epsilon=2.0, epochs=2, bounds=(-3.0, 3.0))
+    p = complete(obs, 2, bounds=(-3.0, 3.0), perturbation=Perturbation(kind="gradient-paper", epsilon=2.0),
+                 solver=CompletionSolver(epochs=2))
     assert not p.privacy.private and p.privacy.epsilon is None
     assert any("A, B and G" in r for r in p.privacy.not_private_because)
     assert any("composition" in r for r in p.privacy.not_private_because)
@@ -85,10 +89,11 @@ def test_gradient_fit_reports_guarantee_and_paper_variants_do_not():
 
 def test_private_noise_ignores_seed_unless_reproducible():
     obs = small_obs()
-    kw = dict(perturbation="input", epsilon=1.0, bounds=(-3.0, 3.0), epochs=2, seed=1)
-    a, b = complete(obs, 2, **kw), complete(obs, 2, **kw)
+    kw = dict(bounds=(-3.0, 3.0), solver=CompletionSolver(epochs=2), seed=1)
+    fresh, seeded = Perturbation("input", epsilon=1.0), Perturbation("input", epsilon=1.0, reproducible=True)
+    a, b = complete(obs, 2, perturbation=fresh, **kw), complete(obs, 2, perturbation=fresh, **kw)
     assert not np.array_equal(a.A, b.A) and a.privacy.private
-    c, d = complete(obs, 2, reproducible=True, **kw), complete(obs, 2, reproducible=True, **kw)
+    c, d = complete(obs, 2, perturbation=seeded, **kw), complete(obs, 2, perturbation=seeded, **kw)
     np.testing.assert_array_equal(c.A, d.A)
     assert not c.privacy.private and c.privacy.epsilon is None
     assert any("seeded" in r for r in c.privacy.not_private_because)
@@ -97,9 +102,10 @@ def test_private_noise_ignores_seed_unless_reproducible():
 def test_input_bounds_from_data_warn_and_are_not_private():
     obs = small_obs()
     with pytest.raises(ValueError, match="declared public value bounds"):
-        complete(obs, 2, perturbation="input", epsilon=1.0)
+        complete(obs, 2, perturbation=Perturbation(kind="input", epsilon=1.0))
     with pytest.warns(NotPrivateWarning, match="NOT PRIVATE"):
-        res = complete(obs, 2, perturbation="input", epsilon=1.0, allow_data_bounds=True, epochs=1)
+        res = complete(obs, 2, perturbation=Perturbation(kind="input", epsilon=1.0, allow_data_bounds=True),
+                       solver=CompletionSolver(epochs=1))
     assert not res.privacy.private and "computed from the private data" in res.privacy.not_private_because[0]
 
 
@@ -133,7 +139,8 @@ def test_input_report_has_nothing_from_raw_values_outside_not_covered():
     the released noisy values are identical, and so must be every report field not listed under not_covered.
     The clamp count (config.n_clamped, 0 vs 1 here) used to differ: it is no longer reported."""
     a, b = _neighbours(1.0, 3.0)
-    kw = dict(perturbation="input", epsilon=1.0, bounds=(0.0, 1.0), holdout=0.0, epochs=3, seed=5, reproducible=True)
+    kw = dict(perturbation=Perturbation("input", epsilon=1.0, reproducible=True), bounds=(0.0, 1.0), holdout=0.0,
+              solver=CompletionSolver(epochs=3), seed=5)
     ra, rb = complete(a, 2, **kw).report(), complete(b, 2, **kw).report()
     assert ra["train_rmse"] != rb["train_rmse"]                    # the replay does see raw-value fields...
     _assert_same(pt.covered_fields(ra), pt.covered_fields(rb))          # ...and every one of them is listed
@@ -152,8 +159,8 @@ def test_gradient_report_has_nothing_from_raw_values_outside_not_covered():
     2. Neighbours 0.2 and 0.9: the iterates differ, so only their post-processing (convergence.step_norm, the
        released iterates' movement) may differ; everything else must be identical. clipped_fraction used to differ.
     """
-    kw = dict(perturbation="gradient", epsilon=1.0, delta=1e-6, bounds=(0.0, 1.0), holdout=0.0, epochs=3,
-              batch_size=16, clip=0.1, seed=5, reproducible=True)
+    kw = dict(perturbation=Perturbation("gradient", epsilon=1.0, delta=1e-6, clip=0.1, reproducible=True),
+              bounds=(0.0, 1.0), holdout=0.0, solver=CompletionSolver(epochs=3, batch_size=16), seed=5)
     a, b = _neighbours(100.0, 1000.0)
     ra, rb = complete(a, 2, **kw), complete(b, 2, **kw)
     assert ra.trace.zero_objective is None and ra.trace.clipped_fraction is None
@@ -172,9 +179,9 @@ def test_gradient_report_has_nothing_from_raw_values_outside_not_covered():
 def test_divergence_warning_of_a_gradient_fit_prints_no_raw_statistic():
     a, _ = _neighbours(50.0, 50.0)
     with pytest.warns(DivergenceWarning) as rec:
-        res = complete(a, 2, perturbation="gradient", epsilon=0.5, delta=1e-6, holdout=0.0, epochs=3, lr=0.5,
-                       batch_size=500, clip=1.0, max_row_norm=math.inf, bounds=(-100.0, 100.0), seed=0,
-                       reproducible=True)
+        res = complete(a, 2, holdout=0.0, max_row_norm=math.inf, bounds=(-100.0, 100.0), seed=0,
+                       perturbation=Perturbation(kind="gradient", epsilon=0.5, delta=1e-6, clip=1.0, reproducible=True),
+                       solver=CompletionSolver(epochs=3, lr=0.5, batch_size=500))
     assert res.trace.diverged
     msg = str(next(w.message for w in rec if issubclass(w.category, DivergenceWarning)))
     assert "not covered by the guarantee" in msg and "(objective" not in msg and " vs " not in msg

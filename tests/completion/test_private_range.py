@@ -9,6 +9,7 @@ from distdp.cli import main
 from distdp.completion import complete, parameter_names, split_holdout
 from distdp.completion.api import WorseThanBaselineWarning
 from distdp.completion.sgd import default_radii
+from distdp.completion import CompletionSolver, Perturbation
 
 
 def issue_tensor(seed=0, shape=(30, 25, 20), missing=0.6):
@@ -28,12 +29,12 @@ PRIVATE = [("gradient", {}), ("gradient-paper", {}), ("output", {}), ("input", {
 def test_private_fit_without_a_public_range_is_refused(perturbation, extra):
     Y = issue_tensor(shape=(8, 7, 6))
     with pytest.raises(ValueError, match=r"needs (a public range for the values|declared public value bounds)"):
-        complete(Y, 2, perturbation=perturbation, epsilon=1.0, **extra)
+        complete(Y, 2, **extra, perturbation=Perturbation(kind=perturbation, epsilon=1.0))
     if perturbation != "input":       # an offset alone is no range; nor are radii alone (offset 0 by default)
         with pytest.raises(ValueError, match="public range"):
-            complete(Y, 2, perturbation=perturbation, epsilon=1.0, offset=0.0)
+            complete(Y, 2, offset=0.0, perturbation=Perturbation(kind=perturbation, epsilon=1.0))
         with pytest.raises(ValueError, match="public range"):
-            complete(Y, 2, perturbation=perturbation, epsilon=1.0, max_row_norm=1.0)
+            complete(Y, 2, max_row_norm=1.0, perturbation=Perturbation(kind=perturbation, epsilon=1.0))
 
 
 def test_refusal_names_the_cli_flags(tmp_path, capsys):
@@ -45,7 +46,7 @@ def test_refusal_names_the_cli_flags(tmp_path, capsys):
     assert not (tmp_path / "fit").exists()
     with parameter_names({"bounds": "--bounds"}):
         with pytest.raises(ValueError, match="declare --bounds LO HI"):
-            complete(issue_tensor(shape=(8, 7, 6)), 2, perturbation="output", epsilon=1.0)
+            complete(issue_tensor(shape=(8, 7, 6)), 2, perturbation=Perturbation(kind="output", epsilon=1.0))
 
 
 @pytest.mark.parametrize("model", ["cp", "tucker"])
@@ -56,16 +57,17 @@ def test_an_explicit_offset_with_finite_radii_is_a_public_range(model):
     kw = dict(max_row_norm=r) if model == "cp" else dict(max_row_norm=r, max_core_norm=g)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", WorseThanBaselineWarning)
-        res = complete(Y, 2, model=model, perturbation="gradient", epsilon=1.0, offset=0.1, epochs=3, **kw)
+        res = complete(Y, 2, model=model, offset=0.1, **kw, perturbation=Perturbation(kind="gradient", epsilon=1.0),
+                       solver=CompletionSolver(epochs=3))
     assert res.value_range == pytest.approx((0.1 - 0.8, 0.1 + 0.8))
     assert res.privacy.private and any(a.startswith("predictions clamped") for a in res.privacy.assumptions)
 
 
-@pytest.mark.parametrize("perturbation,extra", [("gradient", dict(max_row_norm=math.inf, lr=5.0)),
-                                                ("gradient-paper", dict(lr=0.1)), ("output", dict(lipschitz=50.0)),
-                                                ("input", {})])
+@pytest.mark.parametrize("perturbation,extra,lr,lipschitz", [("gradient", dict(max_row_norm=math.inf), 5.0, None),
+                                                          ("gradient-paper", {}, 0.1, None), ("output", {}, None, 50.0),
+                                                          ("input", {}, None, None)])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_predictions_are_clamped_and_rmse_never_exceeds_the_range(perturbation, extra, seed):
+def test_predictions_are_clamped_and_rmse_never_exceeds_the_range(perturbation, extra, lr, lipschitz, seed):
     """Derived bound: every prediction and every held-out value lies in [lo, hi], so each error is ≤ hi − lo
     and so is the RMSE, whatever the noise. The settings are chosen to make the raw model blow up (no
     projection, a huge step, or a huge Lipschitz constant) at ε = 0.1."""
@@ -74,8 +76,9 @@ def test_predictions_are_clamped_and_rmse_never_exceeds_the_range(perturbation, 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")            # divergence / worse-than-baseline warnings are expected here
         try:
-            res = complete(Y, 3, perturbation=perturbation, epsilon=0.1, bounds=(lo, hi), seed=seed, epochs=5,
-                           **extra)
+            res = complete(Y, 3, bounds=(lo, hi), seed=seed, **extra,
+                           perturbation=Perturbation(kind=perturbation, epsilon=0.1, lipschitz=lipschitz),
+                           solver=CompletionSolver(epochs=5, lr=lr))
         except ValueError as exc:                  # non-finite SGD iterates are refused, never returned
             assert "diverged" in str(exc)
             return
@@ -93,10 +96,10 @@ def test_the_issue_run_is_no_longer_garbage():
     refused; with --bounds −1 1 the RMSE is at most the range (2) by the clamping bound above."""
     Y = issue_tensor()
     with pytest.raises(ValueError, match="public range"):
-        complete(Y, 3, perturbation="gradient", epsilon=1.0)
+        complete(Y, 3, perturbation=Perturbation(kind="gradient", epsilon=1.0))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", WorseThanBaselineWarning)
-        res = complete(Y, 3, perturbation="gradient", epsilon=1.0, bounds=(-1, 1), seed=0)
+        res = complete(Y, 3, bounds=(-1, 1), seed=0, perturbation=Perturbation(kind="gradient", epsilon=1.0))
     assert res.privacy.private and res.test_rmse <= 2.0
 
 
@@ -109,8 +112,9 @@ def test_baselines_are_reported_and_a_worse_private_fit_warns():
     # seeded noise (reproducible=True): with fresh OS noise this ε = 0.1 fit was occasionally not worse than the
     # baseline (a CI run), and the test is about the warning and the baselines, not about the noise source
     with pytest.warns(WorseThanBaselineWarning, match="worse than a trivial public predictor"):
-        res = complete(obs, 3, perturbation="gradient", epsilon=0.1, bounds=(-1.0, 0.5), seed=3, epochs=5,
-                       reproducible=True)
+        res = complete(obs, 3, bounds=(-1.0, 0.5), seed=3,
+                       perturbation=Perturbation(kind="gradient", epsilon=0.1, reproducible=True),
+                       solver=CompletionSolver(epochs=5))
     base = res.baselines
     assert base["offset"]["value"] == -0.25 and base["midrange"]["value"] == -0.25     # offset = the midpoint
     want = float(np.sqrt(np.mean((-0.25 - test.values) ** 2)))
@@ -122,7 +126,8 @@ def test_baselines_are_reported_and_a_worse_private_fit_warns():
     # an explicit offset differs from the mid-range: both are reported
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", WorseThanBaselineWarning)
-        res = complete(obs, 3, perturbation="input", epsilon=1.0, bounds=(-1.0, 1.0), offset=0.5, seed=3)
+        res = complete(obs, 3, bounds=(-1.0, 1.0), offset=0.5, seed=3,
+                       perturbation=Perturbation(kind="input", epsilon=1.0))
     assert res.baselines["offset"]["value"] == 0.5 and res.baselines["midrange"]["value"] == 0.0
 
 
@@ -132,5 +137,5 @@ def test_a_useful_private_fit_does_not_warn():
     Y = issue_tensor()
     with warnings.catch_warnings():
         warnings.simplefilter("error", WorseThanBaselineWarning)
-        res = complete(Y, 3, perturbation="input", epsilon=1e4, bounds=(-1.0, 1.0), seed=0)
+        res = complete(Y, 3, bounds=(-1.0, 1.0), seed=0, perturbation=Perturbation(kind="input", epsilon=1e4))
     assert res.trace.converged and res.test_rmse < 0.5 * min(b["test_rmse"] for b in res.baselines.values())

@@ -8,6 +8,7 @@ from scipy import stats
 
 from distdp.completion import Observations, complete, from_dense
 from distdp.completion import sgd
+from distdp.completion import CompletionSolver, Perturbation
 
 
 def small_obs(seed=0, shape=(5, 6, 7), frac=0.6):
@@ -155,8 +156,9 @@ def test_default_radii_make_the_model_range_exactly_the_declared_range(model):
 @pytest.mark.parametrize("model", ["cp", "tucker"])
 def test_gradient_fit_projects_every_row_and_reports_it_as_post_processing(model):
     obs = small_obs(seed=2, shape=(10, 10, 10), frac=0.7)
-    res = complete(obs, 3, model=model, perturbation="gradient", epsilon=0.2, delta=1e-6, epochs=4,
-                   batch_size=50, lr=0.5, bounds=(-2.0, 2.0))
+    res = complete(obs, 3, model=model, bounds=(-2.0, 2.0),
+                   perturbation=Perturbation(kind="gradient", epsilon=0.2, delta=1e-6),
+                   solver=CompletionSolver(epochs=4, batch_size=50, lr=0.5))
     r, g = sgd.default_radii(model, 3, 2.0)
     assert res.config["max_row_norm"] == pytest.approx(r) and res.config["max_core_norm"] == (
         None if model == "cp" else pytest.approx(g))
@@ -169,9 +171,10 @@ def test_gradient_fit_projects_every_row_and_reports_it_as_post_processing(model
     assert len(stated) == 1 and "post-processing" in stated[0] and "no privacy cost" in stated[0]
     assert res.privacy.private and res.privacy.epsilon == pytest.approx(0.2, rel=1e-3)
     # an explicit radius, on a non-gradient variant, is honoured too; input: post-processing of noisy values
-    inp = complete(obs, 3, model=model, perturbation="input", epsilon=1.0, bounds=(-3.0, 3.0), epochs=2,
-                   max_row_norm=0.3)
+    inp = complete(obs, 3, model=model, bounds=(-3.0, 3.0), max_row_norm=0.3,
+                   perturbation=Perturbation(kind="input", epsilon=1.0), solver=CompletionSolver(epochs=2))
     assert max(np.linalg.norm(F, axis=1).max() for F in (inp.A, inp.B, inp.C)) <= 0.3 * (1 + 1e-12)
     assert any(a.startswith("projection") and "post-processing" in a for a in inp.privacy.assumptions)
     with pytest.raises(ValueError, match="needs a public range"):   # no bounds, no radius: refused, not unprojected
-        complete(obs, 3, model=model, perturbation="gradient", epsilon=1.0, delta=1e-6, epochs=1)
+        complete(obs, 3, model=model, perturbation=Perturbation(kind="gradient", epsilon=1.0, delta=1e-6),
+                 solver=CompletionSolver(epochs=1))

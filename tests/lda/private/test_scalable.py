@@ -10,7 +10,6 @@ import scipy.sparse as sp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from distdp import api
 from distdp.lda import moments, refine
 from distdp.lda.private import fit as pf
 from distdp.privacy import mechanisms
@@ -19,7 +18,6 @@ from distdp.privacy.ledger import BudgetNotMetError
 from distdp.lda.private.shard import PrivateShard as Shard
 from private_neighbours import D, K, corpora, csr, neighbours, public_scales
 from distdp.lda.synthetic import sample_corpus
-from distdp.api import ClusterOptions, PrivacyOptions
 
 
 def test_unmixing_inverts_the_mixing_exactly():
