@@ -109,6 +109,13 @@ class OpenCorpus:
         """``"ray"`` or ``"local"``: where the shards live."""
         return "local" if self.ray_backend is None else "ray"
 
+    @property
+    def nonzeros(self) -> int:
+        """Stored (document, word) counts over every shard."""
+        if self.ray_backend is None:
+            return int(sum(s.counts.nnz for s in self.backend.shards))
+        return int(sum(i["nnz"] for i in self.ray_backend.info))
+
     def resources(self) -> dict:
         """Per-actor peak memory, read time, nodes and bytes per round (Ray only)."""
         rb = self.ray_backend
@@ -313,10 +320,10 @@ def fit_lda(corpus, k: int, *, alpha0: float | None = None, model: str = "lda", 
             out=out, overwrite=overwrite, progress=progress, coherence=coherence, solver=solver)
     if refine and model != "lda":
         raise ValueError("refine (Gibbs sampling or variational EM) applies to model='lda' only")
-    params = solver.spectral_params(k, alpha0, model)
     update, close = progress_bar(progress)
     rng = np.random.default_rng(seed)
     with open_corpus(corpus, vocab=vocab, vocab_size=vocab_size, cluster=cluster) as oc:
+        params = solver.spectral_params(k, alpha0, model, oc.nonzeros)
         params.validate(oc.vocab_size)
         refiner = _choose_refiner(oc.backend, model, refiner, refine)
         if refine is None:
@@ -353,8 +360,8 @@ def fit_lda(corpus, k: int, *, alpha0: float | None = None, model: str = "lda", 
         "parameters": {"k": k, "alpha0": alpha0, "alpha0_given": alpha_given, "model": model, "seed": seed,
                        "backend": oc.kind, "workers": oc.backend.n_shards, "refine": refine,
                        "refiner": refiner if em is not None else None, "eta": eta if em is not None else None,
-                       **{f: getattr(params, f) for f in ("eigensolver", "eig_iters", "eig_tol", "oversample",
-                                                          "tensor", "method", "n_iters")},
+                       **{f: getattr(params, f) for f in ("eigensolver", "precision", "eig_iters", "eig_tol",
+                                                          "oversample", "tensor", "method", "n_iters")},
                        "n_restarts": params.restarts() if params.method == "robust" else None},
         "corpus": {"source": oc.source, **res.stats},
         "whitening": res.whitening,

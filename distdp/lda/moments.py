@@ -241,7 +241,7 @@ class M2ProductPartial:
 
 
 def m2_product_partial(counts: sp.csr_matrix, omega: np.ndarray, q_scale: float | None = None,
-                       doc_scale: np.ndarray | None = None) -> M2ProductPartial:
+                       doc_scale: np.ndarray | None = None, dtype=np.float64) -> M2ProductPartial:
     """Partial sums of ``M2 Ω`` from a shard's eligible documents (never d×d).
 
     ``Σ_n m2_n Ω = Cᵀ(w2 ∘ CΩ) − (Cᵀw2) ∘ Ω`` and
@@ -263,19 +263,33 @@ def m2_product_partial(counts: sp.csr_matrix, omega: np.ndarray, q_scale: float 
         Fold ``q_scale · Σ m1 m1ᵀ Ω`` into ``e2``.
     doc_scale : ndarray (n,), optional
         Per-document factors on ``m2_n`` (the clipping of the private fit).
+    dtype : {numpy.float64, numpy.float32}
+        Precision of the two sparse products of each row block (the counts,
+        whole numbers, are exact in either). ``float32`` halves the bytes they
+        move (2.5× faster measured on 11M nonzeros × 110 columns); each block's
+        result is added in float64, and the diagonal term stays float64. Its
+        rounding is at most γ_n (Higham 2002, §3.1) times the entry's sum of
+        absolute terms, n the terms of the longest inner and outer sums.
     """
     w1, w2, _ = doc_weights(doc_lengths(counts))
     if doc_scale is not None:
         w2 = w2 * doc_scale
     ct = counts.T  # a CSC view: scattering into d×p rows is ~5× faster than a transposed CSR copy
     diag = (ct @ w2)[:, None] * omega
+    work = np.dtype(dtype)
+    om = omega if omega.dtype == work else omega.astype(work)
 
     def block(a, b, blk):  # C Ω for one row block: O(block·p) memory
-        c_omega, bt = np.asarray(blk @ omega), blk.T
+        if blk.dtype != work:   # a cast of the block's values only (indices shared): one pass over its nonzeros
+            blk = sp.csr_matrix((blk.data.astype(work), blk.indices, blk.indptr), shape=blk.shape)
+        c_omega, bt = np.asarray(blk @ om), blk.T
         if q_scale is not None:
-            folded = w2[a:b] + q_scale * w1[a:b] * w1[a:b]
-            return M2ProductPartial(bt @ (c_omega * folded[:, None]), np.float64(0.0))
-        return M2ProductPartial(bt @ (c_omega * w2[a:b, None]), bt @ (c_omega * (w1[a:b] * w1[a:b])[:, None]))
+            folded = (w2[a:b] + q_scale * w1[a:b] * w1[a:b]).astype(work)
+            e2 = np.asarray(bt @ (c_omega * folded[:, None]), dtype=np.float64)
+            return M2ProductPartial(e2, np.float64(0.0))
+        return M2ProductPartial(np.asarray(bt @ (c_omega * w2[a:b, None].astype(work)), dtype=np.float64),
+                                np.asarray(bt @ (c_omega * (w1[a:b] * w1[a:b])[:, None].astype(work)),
+                                           dtype=np.float64))
 
     total = sum_partials(block(*b) for b in row_blocks(counts, omega.shape[1]))
     return M2ProductPartial(np.asarray(total.e2 - diag), np.asarray(total.q) if q_scale is None else total.q)

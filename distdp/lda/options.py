@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from distdp.lda.pipeline import EIG_MAX_ITERS, EIG_TOL, SpectralParams
+from distdp.lda.pipeline import AUTO_FLOAT32_NONZEROS, EIG_MAX_ITERS, EIG_TOL, PRECISIONS, SpectralParams
 
 __all__ = ["InvalidParameterError", "SolverOptions", "check_bool", "check_int", "check_real", "is_int"]
 
@@ -92,6 +92,13 @@ class SolverOptions:
         default tolerance :data:`distdp.lda.pipeline.EIG_TOL`).
     oversample : int, optional
         Extra columns of the eigensolver's test block (solver default 10).
+    precision : {'auto', 'float64', 'float32'}, default='auto'
+        Precision of the shards' sparse products with M2's test blocks (the
+        whitening's cost). ``auto``: float32 for a corpus of at least
+        :data:`distdp.lda.pipeline.AUTO_FLOAT32_NONZEROS` stored counts
+        (whitening 1.4–1.7× faster measured there, the topics moving less
+        than a change of seed moves them: benchmarks/precision.py), else
+        float64. Non-private fits only.
 
     Raises
     ------
@@ -107,6 +114,7 @@ class SolverOptions:
     eig_iters: int | None = None
     eig_tol: float | None = None
     oversample: int | None = None
+    precision: str = "auto"
 
     def __post_init__(self):
         for name in ("tensor", "method", "eigensolver"):
@@ -117,10 +125,19 @@ class SolverOptions:
         check_int("SolverOptions.eig_iters", self.eig_iters, 1)
         check_real("SolverOptions.eig_tol", self.eig_tol)
         check_int("SolverOptions.oversample", self.oversample, 0)
+        if self.precision not in ("auto", *PRECISIONS):
+            raise InvalidParameterError(f"SolverOptions.precision must be one of {('auto', *PRECISIONS)}, got "
+                                        f"{self.precision!r}")
 
-    def spectral_params(self, k: int, alpha0: float, model: str) -> SpectralParams:
-        """The :class:`~distdp.lda.pipeline.SpectralParams` of a fit of ``k`` topics with these options."""
-        return SpectralParams(k=k, alpha0=alpha0, model=model, eigensolver=self.eigensolver,
+    def spectral_params(self, k: int, alpha0: float, model: str, nonzeros: int | None = None) -> SpectralParams:
+        """The :class:`~distdp.lda.pipeline.SpectralParams` of a fit of ``k`` topics with these options.
+
+        ``nonzeros``: the corpus's stored counts, which settle ``precision='auto'`` (float64 when not given).
+        """
+        precision = self.precision
+        if precision == "auto":
+            precision = "float32" if nonzeros is not None and nonzeros >= AUTO_FLOAT32_NONZEROS else "float64"
+        return SpectralParams(k=k, alpha0=alpha0, model=model, eigensolver=self.eigensolver, precision=precision,
                               eig_iters=EIG_MAX_ITERS if self.eig_iters is None else self.eig_iters,
                               eig_tol=EIG_TOL if self.eig_tol is None else self.eig_tol,
                               oversample=self.oversample, tensor=self.tensor, method=self.method,

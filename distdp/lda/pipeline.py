@@ -75,8 +75,13 @@ def em_start_alpha(alpha: np.ndarray) -> np.ndarray:
     return np.full_like(alpha, alpha.sum() / len(alpha))
 
 
-#: The non-private eigensolvers of :class:`SpectralParams`.
+#: The non-private eigensolvers of :class:`SpectralParams`, and the precisions of the shards' M2 products.
 EIGENSOLVERS = ("lobpcg", "randomized", "dense")
+PRECISIONS = ("float64", "float32")
+#: ``precision="auto"`` (:class:`distdp.lda.options.SolverOptions`) multiplies in float32 from this many stored
+#: counts: there the products dominate the fit and float32 made the whitening 1.4–1.7× faster on 13–28 M counts
+#: (benchmarks/precision.py); below, a fit takes seconds either way and keeps float64's numbers.
+AUTO_FLOAT32_NONZEROS = 20_000_000
 
 EDGES = ("m2_whitening", "whitened_tensor", "tensor_apply", "decomposition", "output", "em_sstats")
 
@@ -191,6 +196,10 @@ class SpectralParams:
         Power-method restarts L (robust method; default
         :func:`default_lda_restarts`) and iterations R (default the power
         method's, from Wang & Anandkumar 2016, Thm 4.2).
+    precision : {'float64', 'float32'}
+        Precision of the shards' sparse products with M2's test blocks
+        (:func:`distdp.lda.moments.m2_product_partial`); the coordinator's
+        arithmetic is float64 either way.
     """
 
     k: int
@@ -204,6 +213,7 @@ class SpectralParams:
     method: str = "robust"
     n_restarts: int | None = None
     n_iters: int | None = None
+    precision: str = "float64"
 
     @property
     def moment_alpha0(self) -> float:
@@ -222,7 +232,7 @@ class SpectralParams:
         """Reject bad parameters before any pass over the data, naming the parameter."""
         lda.validate_fit_params(self.k, self.alpha0, self.model, vocab_size)
         for name, allowed in (("tensor", ("auto", "explicit", "implicit")), ("method", ("robust", "simultaneous")),
-                              ("eigensolver", EIGENSOLVERS)):
+                              ("eigensolver", EIGENSOLVERS), ("precision", PRECISIONS)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
         if self.eig_iters < 1:
@@ -307,7 +317,7 @@ def fit_spectral(backend: Backend, vocab_size: int, params: SpectralParams, rng:
 
     with st.timed("pass1_stats"):
         omega0 = rng.standard_normal((d, p)) if params.eigensolver != "dense" else np.zeros((d, 1))
-        fp = sum_partials(backend.call(Shard.first_pass, backend.broadcast(omega0)))
+        fp = sum_partials(backend.call(Shard.first_pass, backend.broadcast(omega0), params.precision))
     st.step("pass1_stats")
     N = fp.n_used
     if N < max(3, k + 1):
@@ -322,7 +332,8 @@ def fit_spectral(backend: Backend, vocab_size: int, params: SpectralParams, rng:
         partial = not getattr(releases, "private", True)    # a private release decides on k itself
         if params.eigensolver != "dense":
             def apply(Q):
-                out = m2_times(sum_partials(backend.call(Shard.m2_product, backend.broadcast(Q), q_scale)), Q)
+                out = m2_times(sum_partials(backend.call(Shard.m2_product, backend.broadcast(Q), q_scale,
+                                                         params.precision)), Q)
                 st.step("whitening")
                 return out
             solve = whitening.lobpcg_top_eigh if params.eigensolver == "lobpcg" else whitening.randomized_top_eigh

@@ -227,3 +227,38 @@ def test_row_sums_in_chunks_equal_the_whole_matrix_sums():
         for chunk in (1, 3, 7, 25, C.nnz + 1):
             np.testing.assert_allclose(moments.row_sums(C, fn, chunk), want, rtol=1e-13, atol=0)
     assert moments.row_sums(sp.csr_matrix((3, 4)), np.square).tolist() == [0.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize("folded", [False, True])
+def test_float32_products_stay_within_their_rounding_bound(folded, monkeypatch):
+    """The float32 products of m2_product_partial against float64, entry by entry, within a derived bound.
+
+    Each block entry e2_wj = Σ_i C_iw f_i (Σ_v C_iv Ω_vj) is an inner sum of at most L terms (L: the most
+    nonzeros in a row), then an outer sum of at most R terms (R: the rows of a block), after rounding Ω and
+    f to float32 and one product more: n = L + R + 3 roundings of unit u = 2⁻²⁴ on each path. A sum of n
+    products in precision u errs by at most γ_n = nu/(1 − nu) times the sum of their absolute values
+    (Higham 2002, §3.1), here |C|ᵀ(|f| ∘ |C||Ω|); the blocks' float64 sum and the float64 diagonal term add
+    rounding of order 1e-16 of the same, covered by the bound's slack. The rows are split into blocks of
+    ≤ 300 so that the block sums are exercised.
+    """
+    rng = np.random.default_rng(0)
+    C = sp.random(1500, 80, density=0.2, random_state=1, data_rvs=lambda n: rng.integers(1, 6, n)).tocsr()
+    C.data = C.data.astype(np.float64)
+    omega = rng.standard_normal((80, 12))
+    q_scale = 1e-3 if folded else None
+    monkeypatch.setattr(moments, "PRODUCT_BLOCK_ENTRIES", 300 * 12)
+    exact = moments.m2_product_partial(C, omega, q_scale)
+    low = moments.m2_product_partial(C, omega, q_scale, dtype=np.float32)
+    assert low.e2.dtype == np.float64
+    w1, w2, _ = moments.doc_weights(moments.doc_lengths(C))
+    f = w2 + (q_scale * w1 * w1 if folded else 0.0)
+    absC = abs(C)
+    magnitude = absC.T @ (np.abs(f)[:, None] * (absC @ np.abs(omega)))
+    n = int(np.diff(C.indptr).max()) + 300 + 3
+    u = 2.0 ** -24
+    bound = n * u / (1 - n * u) * magnitude + 1e-12 * np.abs(exact.e2)
+    assert np.all(np.abs(low.e2 - exact.e2) <= bound)
+    assert np.abs(low.e2 - exact.e2).max() > 0          # float32 was used (the bound is not vacuous here)
+    if not folded:
+        q_mag = absC.T @ ((w1 * w1)[:, None] * (absC @ np.abs(omega)))
+        assert np.all(np.abs(low.q - exact.q) <= n * u / (1 - n * u) * q_mag + 1e-12 * np.abs(exact.q))

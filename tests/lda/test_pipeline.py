@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import distdp
+from distdp import lda
 from distdp.lda import pipeline
 from distdp.lda.shard import Shard
 from distdp.lda.synthetic import sample_corpus
@@ -146,3 +147,28 @@ def test_refine_em_stops_at_stop_tol(corpus):
     assert full.converged is None and len(full.elbo) == 8
     never = run(3, 1e-300)
     assert never.converged is False and len(never.elbo) == 3
+
+
+def test_float32_products_change_the_fit_less_than_the_seed_does(corpus_a):
+    """precision='float32' (the shards' M2 products; float64 everywhere else): the topics move less from the
+    float64 fit than a float64 fit with another seed does (another test block and power-method starts: the
+    solver's own spread, set by its 1e-3 stopping tolerance, against float32's ~1e-6 relative rounding)."""
+    counts = corpus_a.counts[:4000]
+    kw = dict(alpha0=1.0, progress=False, refine=0, cluster=ClusterOptions(backend="local", workers=2))
+    a = distdp.fit_lda(counts, 10, seed=3, solver=SolverOptions(precision="float64"), **kw)
+    b = distdp.fit_lda(counts, 10, seed=3, solver=SolverOptions(precision="float32"), **kw)
+    c = distdp.fit_lda(counts, 10, seed=4, solver=SolverOptions(precision="float64"), **kw)
+    assert (a.info["parameters"]["precision"], b.info["parameters"]["precision"]) == ("float64", "float32")
+    assert 0 < lda.matched_l1(b.topic_word, a.topic_word)[0] < lda.matched_l1(c.topic_word, a.topic_word)[0]
+
+
+def test_precision_auto_is_float32_from_the_threshold_and_private_fits_refuse_it():
+    opts = SolverOptions()
+    assert opts.precision == "auto"
+    assert opts.spectral_params(5, 1.0, "lda", pipeline.AUTO_FLOAT32_NONZEROS - 1).precision == "float64"
+    assert opts.spectral_params(5, 1.0, "lda", pipeline.AUTO_FLOAT32_NONZEROS).precision == "float32"
+    assert opts.spectral_params(5, 1.0, "lda").precision == "float64"          # size unknown (a private fit)
+    X = sample_corpus(400, 30, 2, np.random.default_rng(0)).counts
+    with pytest.raises(ValueError, match="--precision: not used by a private fit"):
+        distdp.fit_lda(X, 2, progress=False, solver=SolverOptions(precision="float32"),
+                       privacy=distdp.PrivacyOptions(epsilon=1.0, delta=1e-6), cluster=ClusterOptions(backend="local"))

@@ -338,7 +338,7 @@ def raise_internal(exc: Exception, releases: int | None) -> None:
 #: Non-private solver options (SpectralParams field: its fit-lda flag) that private fits do not read:
 #: the mechanism fixes the tensor's form and its power method, ``--whitening`` the eigensolver.
 UNUSED_SOLVER_OPTIONS = {"tensor": "--tensor", "method": "--method", "eigensolver": "--eigensolver",
-                         "eig_iters": "eig_iters", "eig_tol": "eig_tol"}
+                         "eig_iters": "eig_iters", "eig_tol": "eig_tol", "precision": "--precision"}
 
 
 def check_solver_args(params: pipeline.SpectralParams, mech: str) -> None:
