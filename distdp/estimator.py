@@ -87,6 +87,8 @@ class SpectralLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
     privacy : PrivacyOptions, optional
         Make the fit differentially private. The topics are then released
         under the guarantee; ``transform`` of private documents is private data.
+        With a ``public_corpus`` the topics' coherence is measured on it, even
+        when ``coherence`` is False.
     solver : SolverOptions, optional
         Options of the spectral solver (default: ``SolverOptions()``).
     cluster : ClusterOptions, optional
