@@ -284,12 +284,12 @@ def m2_product_partial(counts: sp.csr_matrix, omega: np.ndarray, q_scale: float 
             blk = sp.csr_matrix((blk.data.astype(work), blk.indices, blk.indptr), shape=blk.shape)
         c_omega, bt = np.asarray(blk @ om), blk.T
         if q_scale is not None:
-            folded = (w2[a:b] + q_scale * w1[a:b] * w1[a:b]).astype(work)
+            folded = (w2[a:b] + q_scale * w1[a:b] * w1[a:b]).astype(work, copy=False)
             e2 = np.asarray(bt @ (c_omega * folded[:, None]), dtype=np.float64)
             return M2ProductPartial(e2, np.float64(0.0))
-        return M2ProductPartial(np.asarray(bt @ (c_omega * w2[a:b, None].astype(work)), dtype=np.float64),
-                                np.asarray(bt @ (c_omega * (w1[a:b] * w1[a:b])[:, None].astype(work)),
-                                           dtype=np.float64))
+        w2b, w1sq = w2[a:b, None].astype(work, copy=False), (w1[a:b] * w1[a:b])[:, None].astype(work, copy=False)
+        return M2ProductPartial(np.asarray(bt @ (c_omega * w2b), dtype=np.float64),
+                                np.asarray(bt @ (c_omega * w1sq), dtype=np.float64))
 
     total = sum_partials(block(*b) for b in row_blocks(counts, omega.shape[1]))
     return M2ProductPartial(np.asarray(total.e2 - diag), np.asarray(total.q) if q_scale is None else total.q)

@@ -178,24 +178,12 @@ class PrivateReleases:
                     self.sampler("laplace", size, method=method))
         return mechanisms.add_laplace(value, scale, self.rng, n, method)
 
-    def l2_vector(self, stage: str, value: np.ndarray, beta: float, sensitivity: Number, epsilon: float, *,
-                  count: int = 1, event: dpe.DpEvent | None = None, note: str = "") -> np.ndarray:
-        """``value`` + ℓ2 vector noise, density ∝ ``exp(−β‖b‖₂)`` per row
-        (:func:`~distdp.privacy.mechanisms.l2_vector_noise`), recorded.
-
-        ``value`` is one vector, or rows (one noise vector each). Recorded
-        with noise scale ``1/β`` and, by default, the generic pure
-        ``epsilon`` event (:func:`~distdp.privacy.accounting.pure_dp_event`).
-        """
-        value = np.asarray(value)
-        rows = None if value.ndim == 1 else value.shape[0]
-        self._pure_record(stage, beta, sensitivity, epsilon, count, event, note, value.size)
-        return value + mechanisms.l2_vector_noise(value.shape[-1], beta, self.rng, size=rows)
-
     def symmetric_tensor_l2(self, stage: str, T: np.ndarray, beta: float, sensitivity: Number, epsilon: float, *,
                             count: int = 1, event: dpe.DpEvent | None = None, note: str = "") -> np.ndarray:
-        """``T`` + ℓ2 vector noise on its ``C(d+2,3)`` unique entries, mirrored (AVN, Imtiaz & Sarwate 2018,
-        Alg. 1; :func:`~distdp.privacy.mechanisms.add_symmetric_tensor_noise`), recorded as :meth:`l2_vector`."""
+        """``T`` + ℓ2 vector noise, density ∝ ``exp(−β‖b‖₂)``, on its ``C(d+2,3)`` unique entries, mirrored
+        (AVN, Imtiaz & Sarwate 2018, Alg. 1; :func:`~distdp.privacy.mechanisms.add_symmetric_tensor_noise`),
+        recorded with noise scale ``1/β`` and, by default, the generic pure ``epsilon`` event
+        (:func:`~distdp.privacy.accounting.pure_dp_event`)."""
         d = np.shape(T)[0]
         self._pure_record(stage, beta, sensitivity, epsilon, count, event, note, mechanisms.n_unique_entries(d))
         return mechanisms.add_symmetric_tensor_noise(T, beta, self.rng, "l2")

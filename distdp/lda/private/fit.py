@@ -78,23 +78,14 @@ def resolve_mechanism(mechanism: str, k: int) -> str:
     return mechanism
 
 
-def check_private_args(epsilon, delta, seed, reproducible: bool, refine: int, refine_budget: float,
-                       length_cap, unmix: int = 0) -> None:
-    """Reject an incomplete or unsafe private configuration, naming the parameter."""
-    if epsilon is None or delta is None:
-        raise ValueError("a private fit needs both epsilon and delta (e.g. --epsilon 1 --delta 1e-6)")
-    mechanisms.check_epsilon(epsilon)
-    mechanisms.check_delta(delta)
+def check_private_args(seed, reproducible: bool, refine: int) -> None:
+    """Reject an unsafe seed or a bad ``refine`` in a private fit, naming the parameter (ε, δ and the other
+    private settings are checked by :class:`~distdp.lda.private.options.PrivacyOptions`)."""
     if seed is not None and not reproducible:
         raise ValueError("a seed makes the noise reproducible, and a reproducible fit is not private: "
                          "pass reproducible=True (--reproducible) to accept that, or drop the seed")
-    for name, value in (("refine", refine), ("unmix", unmix)):
-        if isinstance(value, bool) or int(value) != value or value < 0:
-            raise ValueError(f"{name} must be an integer ≥ 0, got {value!r}")
-    if refine_budget is not None and not 0 < refine_budget < 1:
-        raise ValueError(f"refine_budget must be in (0, 1), got {refine_budget!r}")
-    if isinstance(length_cap, bool) or int(length_cap) != length_cap or length_cap < 1:
-        raise ValueError(f"length_cap must be an integer ≥ 1, got {length_cap!r}")
+    if isinstance(refine, bool) or int(refine) != refine or refine < 0:
+        raise ValueError(f"refine must be an integer ≥ 0, got {refine!r}")
 
 
 #: Why a vocabulary keeps a fit from being private, by provenance (:func:`vocabulary_entry`).
@@ -258,7 +249,7 @@ def fit_lda_private(corpus, k: int, open_shards: Callable, public_npmi: Callable
     """
     p = privacy
     epsilon, delta, reproducible, declared_bounds = p.epsilon, p.delta, p.reproducible, p.declared_bounds
-    check_private_args(epsilon, delta, seed, reproducible, refine or 0, p.refine_budget, p.length_cap, p.unmix or 0)
+    check_private_args(seed, reproducible, refine or 0)
     mech = resolve_mechanism(p.mechanism, k)
     if refine and model != "lda":
         raise ValueError("refine (variational EM) applies to model='lda' only (model='stm' takes --unmix passes)")

@@ -673,8 +673,9 @@ def refine_em_private(backend: Backend, topic_word: np.ndarray, alpha: np.ndarra
     check_em_args(n_iter, eta)
     if n_iter == 0:
         return RefineResult(refine.init_lambda(topic_word, alpha, tokens_hat, eta), [], [], [])
-    release = NoisyEMRelease(norm_cap, multiplier, rng, eta, frequencies, scale_power, threshold)
-    release.record(ledger, n_iter, int(np.prod(topic_word.shape)))
+    release = NoisyEMRelease(PrivateReleases(ledger, rng, REPLACE_ONE_DOCUMENT), norm_cap, multiplier, eta,
+                             frequencies, scale_power, threshold)
+    release.record(n_iter, int(np.prod(topic_word.shape)))
     return refine_em(backend, topic_word, alpha, tokens_hat, n_iter, eta, release, progress, max_inner, tol)
 
 
@@ -684,23 +685,24 @@ class NoisyEMRelease:
     Before each E-step it gives the shards the clip bound ``C`` and the word
     scales ``S`` from the current topics (:meth:`e_step_args`); it adds
     ``N(0, σ²)``, ``σ = multiplier·√2·C``, to the scaled sum, divides ``S``
-    out and thresholds (:meth:`release`). The noise is drawn here, the
-    release recorded once for all iterations (:meth:`record`).
+    out and thresholds (:meth:`release`). The noise is drawn by ``releases``,
+    the release recorded once for all iterations (:meth:`record`).
     """
 
     private = True
 
-    def __init__(self, norm_cap: float, multiplier: float, rng: np.random.Generator, eta: float,
+    def __init__(self, releases: PrivateReleases, norm_cap: float, multiplier: float, eta: float,
                  frequencies: np.ndarray, scale_power: float, threshold: float):
-        self.norm_cap, self.multiplier, self.rng, self.eta = float(norm_cap), multiplier, rng, eta
+        self.releases, self.norm_cap, self.multiplier, self.eta = releases, float(norm_cap), multiplier, eta
         self.frequencies, self.scale_power, self.threshold = frequencies, scale_power, threshold
         self.sensitivity = scalable.em_sensitivity(norm_cap)
         self.sigma = multiplier * self.sensitivity
         self.scales = None
 
-    def record(self, ledger: PrivacyLedger, n_iter: int, size: int) -> None:
-        """Record the ``n_iter`` releases of ``size`` entries each in ``ledger`` (before the first)."""
-        releases = PrivateReleases(ledger, self.rng, REPLACE_ONE_DOCUMENT)   # noise drawn per iteration below
+    def record(self, n_iter: int, size: int) -> None:
+        """Record the ``n_iter`` releases of ``size`` entries each (before the first; each adds its noise with
+        ``record=False``)."""
+        releases = self.releases
         releases.record("em_sstats", "gaussian", self.sensitivity, self.sigma, n_iter,
                         accounting.gaussian_event(self.multiplier, n_iter),
                         f"Σ_n w_n (x_n∘φ_n)∘S (k×d) per EM iteration, w_n = {self.norm_cap:.4g}/‖(x_n∘φ_n)∘S‖_F, "
@@ -715,7 +717,8 @@ class NoisyEMRelease:
 
     def release(self, edge: str, sstats: np.ndarray) -> np.ndarray:
         """``sstats`` (the clipped, scaled sum) with its noise, ``S`` divided out, thresholded."""
-        noisy = mechanisms.add_gaussian(sstats * self.scales, self.sigma, self.rng) / self.scales
+        noisy = self.releases.gaussian(edge, sstats * self.scales, self.sigma, self.sensitivity,
+                                       record=False) / self.scales
         return scalable.threshold_noisy(noisy, self.sigma / self.scales, self.threshold)
 
 
