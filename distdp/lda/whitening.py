@@ -234,19 +234,62 @@ def lobpcg_top_eigh(apply: Callable[[np.ndarray], np.ndarray], first_product: np
 def _orthonormal_against(R: np.ndarray, X: np.ndarray, scale: float, rcond: float = 1e-10) -> np.ndarray | None:
     """An orthonormal basis of ``R``'s part orthogonal to ``span(X)`` (X orthonormal).
 
-    Directions of ``R`` below ``rcond·scale`` (``scale`` the operator's, e.g.
+    Columns of ``R`` below ``rcond·scale`` (``scale`` the operator's, e.g.
     its largest Ritz value in magnitude) are rounding, whose projection off
-    ``span(X)`` is not reliable: they are dropped.
+    ``span(X)`` is not reliable: they are dropped, and so are directions
+    below :data:`GRAM_RCOND` of the rest (:func:`orthonormal_basis`).
     """
     for _ in range(2):                              # twice is enough (Giraud et al. 2005)
         R = R - X @ (X.T @ R)
-    U, s, _ = np.linalg.svd(R, full_matrices=False)
-    keep = s > rcond * scale
-    if not keep.any():
+    R = R[:, np.linalg.norm(R, axis=0) > rcond * scale]
+    if R.shape[1] == 0:
         return None
-    Z = U[:, keep]
-    Z = np.linalg.qr(Z - X @ (X.T @ Z))[0]
-    return Z
+    Z = orthonormal_basis(R)[0]
+    if Z.shape[1] == 0:
+        return None
+    return orthonormal_basis(Z - X @ (X.T @ Z))[0]
+
+
+#: Directions :func:`orthonormal_basis` keeps: singular values above this fraction of the largest (after the
+#: columns are scaled to unit norm). The Gram matrix resolves singular values down to about √ε ≈ 1.5·10⁻⁸ of
+#: the largest; this stays 100× above that.
+GRAM_RCOND = 1e-6
+
+
+def orthonormal_basis(A: np.ndarray, rcond: float = GRAM_RCOND) -> tuple[np.ndarray, np.ndarray]:
+    """An orthonormal basis of ``A``'s column space from its Gram matrix: ``(Q = A T, T)``.
+
+    SVQB (Stathopoulos & Wu 2002, §4): with ``D`` the inverse column norms,
+    ``D Aᵀ A D = V Λ Vᵀ`` and ``Q = A D V Λ^{-1/2}`` over the eigenvalues
+    above ``rcond²·max Λ``; run twice, as CholeskyQR2 (Yamamoto et al. 2015),
+    so that ``QᵀQ = I`` to rounding. Directions of ``A`` with singular values
+    below ``rcond`` of the largest (scaled) are dropped, so ``Q`` may have
+    fewer columns than ``A``. Its cost is two Gram products and two block
+    products, far below Householder QR or an SVD on tall blocks
+    (50,000 × 440: 0.5 s against 3 s here).
+
+    Returns
+    -------
+    Q : ndarray (d, r)
+        Orthonormal columns, ``r ≤ A.shape[1]``.
+    T : ndarray (p, r)
+        ``Q = A @ T``: apply it to ``A``'s image under an operator to carry that image along.
+    """
+    T = _svqb_map(A, rcond)
+    Q = A @ T
+    T2 = _svqb_map(Q, rcond)
+    return Q @ T2, T @ T2
+
+
+def _svqb_map(A: np.ndarray, rcond: float) -> np.ndarray:
+    """The ``T`` of one SVQB pass: ``A T`` has orthonormal columns (to the Gram matrix's rounding)."""
+    if A.shape[1] == 0:
+        return np.zeros((0, 0))
+    norms = np.linalg.norm(A, axis=0)
+    inv = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
+    w, V = np.linalg.eigh(_sym((A.T @ A) * inv[:, None] * inv[None, :]))
+    keep = w > (rcond ** 2) * max(float(w[-1]), 0.0)
+    return inv[:, None] * V[:, keep] / np.sqrt(w[keep])[None, :]
 
 
 def _combine(blocks: list, coefficients: list) -> np.ndarray:
@@ -263,17 +306,20 @@ def _orthonormal_carried(P, AP, S: list, AS: list, floor: float = 1e-8):
     ``S`` and ``AS`` are lists of blocks (``[X, Z]``, ``[AX, AZ]``), each of
     ``S``'s orthonormal and orthogonal to the others. ``P``'s columns are
     combinations of orthonormal vectors with coefficients of at most 1, so a
-    singular value below ``floor`` (absolute) is a direction already
-    converged: dividing ``A P``'s rounding by it would amplify that rounding,
-    so it is dropped.
+    column below ``floor`` (absolute) after the projection is a direction
+    already converged: dividing ``A P``'s rounding by it would amplify that
+    rounding, so it is dropped (and so are directions below
+    :data:`GRAM_RCOND` of the rest).
     """
     C = [s.T @ P for s in S]
     P, AP = P - _combine(S, C), AP - _combine(AS, C)
-    U, s, Vt = np.linalg.svd(P, full_matrices=False)
-    keep = s > floor
+    keep = np.linalg.norm(P, axis=0) > floor
     if not keep.any():
         return None, None
-    return U[:, keep], AP @ (Vt[keep].T / s[keep][None, :])
+    Q, T = orthonormal_basis(P[:, keep])
+    if Q.shape[1] == 0:
+        return None, None
+    return Q, AP[:, keep] @ T
 
 
 #: LOBPCG iterations between the top-k convergence checks of :func:`lobpcg_top_basis`.

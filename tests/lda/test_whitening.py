@@ -24,6 +24,19 @@ def _operator(rng, d, positive, negative):
     return (U * vals) @ U.T, vals, U
 
 
+def test_orthonormal_basis_spans_the_columns_and_drops_their_null_directions():
+    """SVQB twice on a rank-6 block of 10 columns of very different norms: 6 orthonormal columns (to rounding:
+    two passes leave ‖QᵀQ − I‖ at a few ε·p), spanning A to rounding, and Q = A T."""
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((500, 6)) @ rng.standard_normal((6, 10)) * np.logspace(-3, 3, 10)[None, :]
+    Q, T = whitening.orthonormal_basis(A)
+    assert Q.shape == (500, 6)
+    np.testing.assert_allclose(Q.T @ Q, np.eye(6), atol=1e-13)
+    assert np.linalg.norm(A - Q @ (Q.T @ A)) <= 1e-12 * np.linalg.norm(A)
+    np.testing.assert_allclose(A @ T, Q, atol=1e-12)
+    assert whitening.orthonormal_basis(np.zeros((5, 2)))[0].shape == (5, 0)
+
+
 def test_lobpcg_returns_the_algebraic_top_k_where_negatives_dominate():
     """The k largest eigenvalues are small positives; 2k negative ones are up to 10× larger in magnitude.
 
