@@ -17,10 +17,11 @@ side, the ratio base/new of the totals, and the matched topic L1 between
 the two sides' topics (the same seed: 0 where the change keeps the
 arithmetic, else how far it moved the topics).
 
-Corpora: the real ones of :mod:`corpora` (``--corpora``), and ``bg0.3``:
-a synthetic LDA corpus with a shared Zipf background of 0.3
-(200,000 documents, d = 20,000, 150 tokens each, spectral fit only: the
-whitening's scale case).
+Corpora: the real ones of :mod:`corpora` (``--corpora``), and two
+synthetic LDA corpora of 150 tokens per document, spectral fit only (the
+whitening's scale cases, as in ``precision.py``): ``bg0.3``, 200,000
+documents, d = 20,000, k = 50, with a shared Zipf background of 0.3; and
+``d50k`` (not run by default), 150,000 documents, d = 50,000, k = 100.
 """
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ import numpy as np
 sys.path.insert(0, {bench!r})
 from distdp.api import fit_lda
 name, k, topics_out = {name!r}, {k}, {topics!r}
-if name == "bg0.3":
+if name in ("bg0.3", "d50k"):
     import scipy.sparse as sp
     counts, options = sp.load_npz({synthetic!r}), dict(refine=0)
 else:
@@ -58,15 +59,20 @@ print("RESULT " + json.dumps({{s: float(v) for s, v in m.info["timings_s"].items
 """
 
 
-def synthetic(path: Path) -> Path:
-    """The ``bg0.3`` corpus, written once (seed 0)."""
+#: The synthetic corpora: name → (documents, vocabulary, topics, background).
+SYNTHETIC = {"bg0.3": (200_000, 20_000, 50, 0.3), "d50k": (150_000, 50_000, 100, 0.0)}
+
+
+def synthetic(name: str, work: Path) -> Path:
+    """A corpus of :data:`SYNTHETIC`, written once (seed 0)."""
+    path = work / f"{name}.npz"
     if not path.exists():
         import scipy.sparse as sp
 
         from distdp.lda.synthetic import sample_corpus
 
-        syn = sample_corpus(200_000, 20_000, 50, np.random.default_rng(0), alpha0=1.0, doc_length=150,
-                            background=0.3)
+        n, d, k, background = SYNTHETIC[name]
+        syn = sample_corpus(n, d, k, np.random.default_rng(0), alpha0=1.0, doc_length=150, background=background)
         sp.save_npz(path, sp.csr_matrix(syn.counts))
     return path
 
@@ -105,14 +111,14 @@ def main(argv=None) -> None:
                     "healthtweets,bg0.3")
     ap.add_argument("--k", default="10,20,50")
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--out", type=Path, default=OUT, help="its rows replace the file's rows of the same corpus and k")
     args = ap.parse_args(argv)
     work = Path(tempfile.mkdtemp())
-    synthetic_path = synthetic(work / "bg03.npz") if "bg0.3" in args.corpora.split(",") else work / "none.npz"
     rows = []
     for name in args.corpora.split(","):
-        for k in ([50] if name == "bg0.3" else [int(x) for x in args.k.split(",")]):
-            row = compare(args.base.resolve(), args.new.resolve(), name, k, args.runs, work, synthetic_path)
+        path = synthetic(name, work) if name in SYNTHETIC else work / "none.npz"
+        for k in ([SYNTHETIC[name][2]] if name in SYNTHETIC else [int(x) for x in args.k.split(",")]):
+            row = compare(args.base.resolve(), args.new.resolve(), name, k, args.runs, work, path)
             rows.append(row)
             b, n = row["median_s"]["base"], row["median_s"]["new"]
             print(f"{name:>13} k={k:<3} total {b['total']:7.2f} → {n['total']:7.2f} s ({row['ratio']:.2f}×)  "
@@ -120,7 +126,10 @@ def main(argv=None) -> None:
                   f"refine {b.get('refine', 0):6.2f} → {n.get('refine', 0):6.2f}  L1 {row['topic_l1_between']:.3f}",
                   flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"base": str(args.base), "rows": rows}, indent=1))
+    done = {(r["corpus"], r["k"]) for r in rows}
+    kept = [r for r in json.loads(args.out.read_text())["rows"] if (r["corpus"], r["k"]) not in done] \
+        if args.out.exists() else []
+    args.out.write_text(json.dumps({"base": str(args.base), "rows": kept + rows}, indent=1))
 
 
 if __name__ == "__main__":
