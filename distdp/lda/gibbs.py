@@ -328,7 +328,8 @@ def word_log_likelihood(nwk: np.ndarray, eta: float) -> float:
     """``log p(w | z)`` with the topics integrated out (Griffiths & Steyvers 2004, eq. 2): the chain's trace."""
     d, _ = nwk.shape
     nk = nwk.sum(axis=0)
-    return float((gammaln(d * eta) - gammaln(nk + d * eta)).sum() + (gammaln(nwk + eta) - gammaln(eta)).sum())
+    used = nwk[nwk > 0]                       # a zero count adds gammaln(η) − gammaln(η) = 0: most of d×k
+    return float((gammaln(d * eta) - gammaln(nk + d * eta)).sum() + (gammaln(used + eta) - gammaln(eta)).sum())
 
 
 def topics_from_counts(nwk: np.ndarray, eta: float) -> np.ndarray:

@@ -204,3 +204,16 @@ def test_given_alpha0_is_kept_and_otherwise_alpha_is_learned(small):
     assert not learned.info["parameters"]["alpha0_given"]
     assert learned.info["refine"]["learned_alpha0"] == pytest.approx(learned.alpha.sum())
     assert np.all(np.diff(learned.alpha) <= 0)                        # topics sorted by decreasing α
+
+
+def test_word_log_likelihood_skips_only_zero_terms():
+    """log p(w | z) (Griffiths & Steyvers 2004, eq. 2) summed over the nonzero counts equals the sum over every
+    (word, topic): a zero count's term is gammaln(η) − gammaln(η) = 0. Only the summation order differs."""
+    from scipy.special import gammaln
+
+    rng = np.random.default_rng(2)
+    nwk = rng.poisson(0.3, size=(200, 7)).astype(np.int64)
+    eta, d = 0.01, nwk.shape[0]
+    dense = ((gammaln(d * eta) - gammaln(nwk.sum(axis=0) + d * eta)).sum()
+             + (gammaln(nwk + eta) - gammaln(eta)).sum())
+    assert gibbs.word_log_likelihood(nwk, eta) == pytest.approx(dense, rel=1e-12)
