@@ -179,21 +179,46 @@ def doc_weights(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray
 # --------------------------------------------------------------------------
 # Small dense helpers
 # --------------------------------------------------------------------------
+#: Topics from which :func:`weighted_cube_sum` forms only the ``i ≤ j`` half of the Khatri–Rao product.
+HALF_CUBE_K = 32
+
+
 def weighted_cube_sum(Y: np.ndarray, weights: np.ndarray, block: int = DOC_BLOCK) -> np.ndarray:
     """``Σ_n weights_n y_n⊗y_n⊗y_n`` for the rows ``y_n`` of ``Y`` (n×k) → (k,k,k).
 
-    One GEMM of the weighted row-wise Khatri–Rao product ``Y ⊙ Y`` (n×k²)
-    against ``Y`` per block of rows: O(n k³) time, O(block k²) memory, the
-    block at most ``block`` rows and :data:`PRODUCT_BLOCK_ENTRIES` entries.
+    One GEMM per block of rows of the weighted row-wise Khatri–Rao product
+    ``Y ⊙ Y`` against ``Y``: O(n k³) time, O(block k²) memory, the block at
+    most ``block`` rows and :data:`PRODUCT_BLOCK_ENTRIES` entries. From
+    :data:`HALF_CUBE_K` topics only the products ``y_i y_j`` with ``i ≤ j``
+    are formed (the sum is symmetric in its first two modes) and mirrored:
+    half the time (40,000 × 100: 0.86 s against 2.2 s), the same entries to
+    the bit where measured (k = 50, 100; the GEMM's shape changes, so BLAS may
+    pick another kernel for small k: below, the full product is kept).
     """
     n, k = Y.shape
+    if k < HALF_CUBE_K:
+        block = max(1, min(block, PRODUCT_BLOCK_ENTRIES // (k * k)))
+        out = np.zeros((k * k, k))
+        for start in range(0, n, block):
+            Yb = Y[start:start + block]
+            kr = (Yb[:, :, None] * Yb[:, None, :]).reshape(len(Yb), k * k)
+            out += (kr * weights[start:start + block, None]).T @ Yb
+        return out.reshape(k, k, k)
+    rows_i, cols_j = np.triu_indices(k)
+    offsets = np.concatenate([[0], np.cumsum(np.arange(k, 0, -1))])    # row i's pairs (i, i..k-1)
     block = max(1, min(block, PRODUCT_BLOCK_ENTRIES // (k * k)))
-    out = np.zeros((k * k, k))
+    half = np.zeros((len(rows_i), k))
     for start in range(0, n, block):
         Yb = Y[start:start + block]
-        kr = (Yb[:, :, None] * Yb[:, None, :]).reshape(len(Yb), k * k)
-        out += (kr * weights[start:start + block, None]).T @ Yb
-    return out.reshape(k, k, k)
+        kr = np.empty((len(Yb), len(rows_i)))
+        for i in range(k):
+            np.multiply(Yb[:, i:i + 1], Yb[:, i:], out=kr[:, offsets[i]:offsets[i + 1]])
+        kr *= weights[start:start + block, None]
+        half += kr.T @ Yb
+    out = np.empty((k, k, k))
+    out[rows_i, cols_j] = half
+    out[cols_j, rows_i] = half
+    return out
 
 
 def sym3_outer(P: np.ndarray, y: np.ndarray) -> np.ndarray:

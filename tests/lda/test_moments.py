@@ -179,12 +179,16 @@ def test_shard_partials_merge_to_one_shard_result(tiny_corpus):
     np.testing.assert_allclose(a.q, b.q, rtol=1e-12)
 
 
-def test_weighted_cube_sum_blocks_agree():
-    """Blocking over documents does not change Σ ω y⊗3."""
+@pytest.mark.parametrize("k", [4, moments.HALF_CUBE_K + 3])
+def test_weighted_cube_sum_blocks_agree(k):
+    """Blocking over documents, and forming only the i ≤ j half of the Khatri–Rao product (from HALF_CUBE_K
+    topics), do not change Σ ω y⊗3 beyond rounding (relative 1e-12: sums of 50 products of O(1) terms)."""
     rng = np.random.default_rng(5)
-    Y, w = rng.standard_normal((50, 4)), rng.random(50)
+    Y, w = rng.standard_normal((50, k)), rng.random(50)
     ref = np.einsum("n,na,nb,nc->abc", w, Y, Y, Y)
-    np.testing.assert_allclose(moments.weighted_cube_sum(Y, w, block=7), ref, rtol=1e-12)
+    got = moments.weighted_cube_sum(Y, w, block=7)
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12 * np.abs(ref).max())
+    np.testing.assert_array_equal(got, got.transpose(1, 0, 2))
 
 
 @pytest.mark.parametrize("alpha0", ALPHA0S)
