@@ -12,10 +12,10 @@ process (``PYTHONPATH`` set to the side's checkout, this virtual
 environment), the sides alternating run by run; each process fits once
 first to load the compiled sampler, then times ``fit_lda`` with the
 library's defaults (seed 0; in process, as ``topic_quality.py`` runs it).
-Reported: the median of each stage of ``model.json``'s ``timings_s`` per
-side, the ratio base/new of the totals, and the matched topic L1 between
-the two sides' topics (the same seed: 0 where the change keeps the
-arithmetic, else how far it moved the topics).
+Reported per row: the base's commit, the median of each stage of
+``model.json``'s ``timings_s`` per side, the ratio base/new of the totals,
+and the matched topic L1 between the two sides' topics (the same seed: 0
+where the change keeps the arithmetic, else how far it moved the topics).
 
 Corpora: the real ones of :mod:`corpora` (``--corpora``), and two
 synthetic LDA corpora of 150 tokens per document, spectral fit only (the
@@ -45,10 +45,10 @@ import json, sys
 import numpy as np
 sys.path.insert(0, {bench!r})
 from distdp.api import fit_lda
-name, k, topics_out = {name!r}, {k}, {topics!r}
-if name in ("bg0.3", "d50k"):
+name, k, topics_out, synthetic = {name!r}, {k}, {topics!r}, {synthetic!r}
+if synthetic:                                                    # a corpus of SYNTHETIC: the spectral fit alone
     import scipy.sparse as sp
-    counts, options = sp.load_npz({synthetic!r}), dict(refine=0)
+    counts, options = sp.load_npz(synthetic), dict(refine=0)
 else:
     import corpora
     counts, options = corpora.prepare(name).counts, {{}}
@@ -77,9 +77,11 @@ def synthetic(name: str, work: Path) -> Path:
     return path
 
 
-def run_side(checkout: Path, name: str, k: int, topics: Path, synthetic_path: Path) -> dict:
-    """One fit on one side in a fresh process; its ``timings_s``."""
-    code = CHILD.format(bench=str(HERE), name=name, k=k, topics=str(topics), synthetic=str(synthetic_path))
+def run_side(checkout: Path, name: str, k: int, topics: Path, synthetic_path: Path | None) -> dict:
+    """One fit on one side in a fresh process (``synthetic_path``: the corpus of a :data:`SYNTHETIC` name); its
+    ``timings_s``."""
+    code = CHILD.format(bench=str(HERE), name=name, k=k, topics=str(topics),
+                        synthetic="" if synthetic_path is None else str(synthetic_path))
     env = dict(os.environ, PYTHONPATH=str(checkout))
     proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=tempfile.gettempdir(), capture_output=True,
                           text=True, check=False)
@@ -89,7 +91,13 @@ def run_side(checkout: Path, name: str, k: int, topics: Path, synthetic_path: Pa
     return json.loads(lines[-1][len("RESULT "):])
 
 
-def compare(base: Path, new: Path, name: str, k: int, runs: int, work: Path, synthetic_path: Path) -> dict:
+def commit_of(checkout: Path) -> str:
+    """The commit a checkout is at (its path where git cannot say)."""
+    out = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True)
+    return out.stdout.strip() or str(checkout)
+
+
+def compare(base: Path, new: Path, name: str, k: int, runs: int, work: Path, synthetic_path: Path | None) -> dict:
     """Both sides on one corpus and k, alternating, ``runs`` times each."""
     from distdp import matched_l1
 
@@ -99,7 +107,7 @@ def compare(base: Path, new: Path, name: str, k: int, runs: int, work: Path, syn
             times[side].append(run_side(checkout, name, k, work / f"{side}.npy", synthetic_path))
     med = {side: {s: float(np.median([t[s] for t in ts])) for s in ts[0]} for side, ts in times.items()}
     l1 = float(matched_l1(np.load(work / "base.npy"), np.load(work / "new.npy"))[0])
-    return {"corpus": name, "k": k, "runs": runs, "median_s": med, "ratio": med["base"]["total"] / med["new"]["total"],
+    return {"corpus": name, "k": k, "base": commit_of(base), "runs": runs, "median_s": med, "ratio": med["base"]["total"] / med["new"]["total"],
             "topic_l1_between": l1, "all_s": times}
 
 
@@ -116,7 +124,7 @@ def main(argv=None) -> None:
     work = Path(tempfile.mkdtemp())
     rows = []
     for name in args.corpora.split(","):
-        path = synthetic(name, work) if name in SYNTHETIC else work / "none.npz"
+        path = synthetic(name, work) if name in SYNTHETIC else None
         for k in ([SYNTHETIC[name][2]] if name in SYNTHETIC else [int(x) for x in args.k.split(",")]):
             row = compare(args.base.resolve(), args.new.resolve(), name, k, args.runs, work, path)
             rows.append(row)
@@ -129,7 +137,7 @@ def main(argv=None) -> None:
     done = {(r["corpus"], r["k"]) for r in rows}
     kept = [r for r in json.loads(args.out.read_text())["rows"] if (r["corpus"], r["k"]) not in done] \
         if args.out.exists() else []
-    args.out.write_text(json.dumps({"base": str(args.base), "rows": kept + rows}, indent=1))
+    args.out.write_text(json.dumps({"rows": kept + rows}, indent=1))
 
 
 if __name__ == "__main__":

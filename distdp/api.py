@@ -23,7 +23,7 @@ import scipy.sparse as sp
 from distdp.io import corpus as cio
 from distdp.io.atomic import atomic_directory, atomic_file, check_output_dir, local_output
 from distdp.lda import LDAModel, metrics, pipeline
-from distdp.lda.options import InvalidParameterError, SolverOptions, check_int, check_real
+from distdp.lda.options import InvalidParameterError, SolverOptions, check_int, check_option, check_real
 from distdp.lda.private.options import PrivacyOptions
 from distdp.lda.shard import Shard
 from distdp.privacy.neighbours import REPLACE_ONE_DOCUMENT
@@ -81,12 +81,6 @@ class ClusterOptions:
         check_int("ClusterOptions.workers", self.workers, 1)
         check_real("ClusterOptions.cpus_per_worker", self.cpus_per_worker)
 
-
-def _option(name: str, value, cls: type):
-    """``value`` if it is a ``cls`` or None; else an error naming ``name``."""
-    if value is None or isinstance(value, cls):
-        return value
-    raise InvalidParameterError(f"{name} must be a {cls.__name__} or None, got {type(value).__name__}")
 
 def _split_rows(counts: sp.csr_matrix, n: int) -> list[sp.csr_matrix]:
     bounds = np.linspace(0, counts.shape[0], max(1, min(n, counts.shape[0])) + 1).astype(int)
@@ -158,7 +152,7 @@ def open_corpus(corpus, *, vocab=None, vocab_size: int | None = None, cluster: C
     nonzeros or the parquet metadata's value counts, no data read). ``shard_class`` is the class holding each
     shard (:class:`distdp.lda.private.shard.PrivateShard` for a private fit). Yields an :class:`OpenCorpus`.
     """
-    cluster = _option("cluster", cluster, ClusterOptions) or ClusterOptions()
+    cluster = check_option("cluster", cluster, ClusterOptions) or ClusterOptions()
     workers, backend, address, cpus_per_worker = (cluster.workers, cluster.backend, cluster.address,
                                                   cluster.cpus_per_worker)
     t0 = time.perf_counter()
@@ -301,9 +295,9 @@ def fit_lda(corpus, k: int, *, alpha0: float | None = None, model: str = "lda", 
     alpha0 = DEFAULT_ALPHA0 if alpha0 is None else alpha0
     if refiner not in (None, "gibbs", "em"):
         raise ValueError(f"refiner must be 'gibbs' or 'em', got {refiner!r}")
-    privacy = _option("privacy", privacy, PrivacyOptions)
-    solver = _option("solver", solver, SolverOptions) or SolverOptions()
-    cluster = _option("cluster", cluster, ClusterOptions) or ClusterOptions()
+    privacy = check_option("privacy", privacy, PrivacyOptions)
+    solver = check_option("solver", solver, SolverOptions) or SolverOptions()
+    cluster = check_option("cluster", cluster, ClusterOptions) or ClusterOptions()
     if privacy is not None:
         if refiner == "gibbs":
             raise ValueError("refiner='gibbs' is not private: a private fit refines by private EM (leave refiner "

@@ -25,7 +25,7 @@ from sklearn.utils.validation import check_is_fitted, check_non_negative, valida
 from distdp.api import ClusterOptions, PrivacyOptions, SolverOptions, fit_lda
 from distdp.api import transform as transform_corpus
 from distdp.lda import MODELS, LDAModel
-from distdp.lda.options import InvalidParameterError, check_bool, check_int, check_real, is_int
+from distdp.lda.options import InvalidParameterError, check_bool, check_int, check_option, check_real, is_int
 
 __all__ = ["ClusterOptions", "InvalidParameterError", "PrivacyOptions", "SolverOptions", "SpectralLDA"]
 
@@ -208,9 +208,7 @@ class SpectralLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
             raise InvalidParameterError(f"refiner must be 'gibbs', 'em' or None, got {self.refiner!r}")
         check_real("eta", self.eta)
         for name, cls in (("privacy", PrivacyOptions), ("solver", SolverOptions), ("cluster", ClusterOptions)):
-            value = getattr(self, name)
-            if value is not None and not isinstance(value, cls):
-                raise InvalidParameterError(f"{name} must be a {cls.__name__} or None, got {value!r}")
+            check_option(name, getattr(self, name), cls)
         check_bool("coherence", self.coherence)
         check_bool("progress", self.progress)
         if self.vocabulary is not None and not isinstance(self.vocabulary, (str, os.PathLike)):

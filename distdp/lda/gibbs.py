@@ -222,14 +222,13 @@ class ShardChain:
         Each part works on a copy of ``nwk`` with its own changes applied as
         it samples (AD-LDA); what is returned is this shard's part of the
         counts after the sweep, ``(d, k)`` int64. The parts' copies are int32
-        wherever no count can reach 2³¹ (the global counts plus this shard's
-        tokens): half the memory traffic of the copies, which at k = 50 cost
-        as much as the sampling.
+        wherever no count can reach 2³¹ (a topic's total, which bounds each of
+        its counts, plus this shard's tokens): half the memory traffic of the
+        copies, which at k = 50 cost as much as the sampling.
         """
-        glob = np.asarray(nwk)
-        narrow = glob.size == 0 or int(glob.max()) + len(self.z) < 2 ** 31
-        glob = np.ascontiguousarray(glob, dtype=np.int32 if narrow else np.int64)
-        nk = glob.sum(axis=0, dtype=np.int64)
+        nk = np.asarray(nwk).sum(axis=0, dtype=np.int64)
+        narrow = nk.size == 0 or int(nk.max()) + len(self.z) < 2 ** 31
+        glob = np.ascontiguousarray(nwk, dtype=np.int32 if narrow else np.int64)
         a = np.array(alpha, dtype=np.float64)
         seeds = self.seed.spawn(len(self.parts))
         jobs = [(blocks, glob, nk, a, float(eta), s) for blocks, s in zip(self.parts, seeds)]

@@ -18,7 +18,8 @@ import numpy as np
 
 from distdp.lda.pipeline import AUTO_FLOAT32_NONZEROS, EIG_MAX_ITERS, EIG_TOL, PRECISIONS, SpectralParams
 
-__all__ = ["InvalidParameterError", "SolverOptions", "check_bool", "check_int", "check_real", "is_int"]
+__all__ = ["InvalidParameterError", "SolverOptions", "check_bool", "check_int", "check_option", "check_real",
+           "is_int"]
 
 
 class InvalidParameterError(ValueError, TypeError):
@@ -60,6 +61,13 @@ def check_bool(name: str, value) -> None:
     """Raise :class:`InvalidParameterError` naming ``name`` unless ``value`` is True or False."""
     if not isinstance(value, (bool, np.bool_)):
         raise InvalidParameterError(f"{name} must be True or False, got {value!r}")
+
+
+def check_option(name: str, value, cls: type):
+    """``value`` if it is a ``cls`` (an option group) or None; else :class:`InvalidParameterError` naming ``name``."""
+    if value is None or isinstance(value, cls):
+        return value
+    raise InvalidParameterError(f"{name} must be a {cls.__name__} or None, got {type(value).__name__}")
 
 
 @dataclass(frozen=True)

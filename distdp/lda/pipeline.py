@@ -463,8 +463,9 @@ def refine_em(backend: Backend, topic_word: np.ndarray, alpha: np.ndarray, n_tok
     the coordinator sums them, releases the sum once
     (``releases.release("em_sstats", ·)``), and sets ``λ = η + Ê_β ∘ Σ``.
     A private release (``releases.private``) keeps the bound and the inner
-    iteration counts on the shards: ``elbo`` and ``inner_iterations`` stay empty. Traffic per iteration is O(k·d) per shard, whatever
-    the number of documents; shard work is O(nnz·k) per inner iteration. A
+    iteration counts on the shards: ``elbo`` and ``inner_iterations`` stay
+    empty. Traffic per iteration is O(k·d) per shard, whatever the number of
+    documents; shard work is O(nnz·k) per inner iteration. A
     document's E-step stops at ``tol`` relative to its length
     (:func:`distdp.lda.refine.e_step`'s ``relative_tol``).
 

@@ -885,11 +885,11 @@ class _Ctx:
     releases: PrivateReleases
 
 
-def _noisy_m2(ctx: _Ctx, plan: _Plan, stage: _Stage, note: str, ledger: PrivacyLedger) -> np.ndarray:
+def _noisy_m2(ctx: _Ctx, plan: _Plan, stage: _Stage, note: str) -> np.ndarray:
     return _gaussian(ctx, plan, stage, ctx.delta2, note, ctx.M2, "matrix")
 
 
-def _noisy_m3(ctx: _Ctx, plan: _Plan, stage: _Stage, ledger: PrivacyLedger) -> np.ndarray:
+def _noisy_m3(ctx: _Ctx, plan: _Plan, stage: _Stage) -> np.ndarray:
     d = ctx.M3.shape[0]
     if stage.kind == "pure":
         eps = plan.pure_epsilon[stage.name]
@@ -903,13 +903,13 @@ def _noisy_m3(ctx: _Ctx, plan: _Plan, stage: _Stage, ledger: PrivacyLedger) -> n
                      f"Gaussian noise on the {mechanisms.n_unique_entries(d)} unique entries of M3", ctx.M3, "tensor")
 
 
-def _moment_noise(ctx: _Ctx, plan, stages, ledger, paper_two_m2: bool) -> _Fit:
+def _moment_noise(ctx: _Ctx, plan, stages, paper_two_m2: bool) -> _Fit:
     """config1 / config1-paper / AGN / AVN: noise on M2 (and a second M2) and M3, then post-processing."""
     note = f"symmetric Gaussian noise on the {ctx.M2.shape[0] * (ctx.M2.shape[0] + 1) // 2} unique entries of M2"
-    m2a = _noisy_m2(ctx, plan, stages[0], note + (" (for W)" if paper_two_m2 else " (for W and W†)"), ledger)
+    m2a = _noisy_m2(ctx, plan, stages[0], note + (" (for W)" if paper_two_m2 else " (for W and W†)"))
     if paper_two_m2:
-        m2b = _noisy_m2(ctx, plan, stages[1], note + " (for W†)", ledger)
-    m3n = _noisy_m3(ctx, plan, stages[-1], ledger)
+        m2b = _noisy_m2(ctx, plan, stages[1], note + " (for W†)")
+    m3n = _noisy_m3(ctx, plan, stages[-1])
     wh = whiten_noisy(m2a, ctx.k)
     notes = []
     if paper_two_m2:
@@ -946,17 +946,17 @@ def _whitened_setup(ctx: _Ctx):
     return wh, whiten_tensor(ctx.M3, wh.W), dT, dZ, s1, sk
 
 
-def _noisy_unwhiten(ctx, wh, dZ, plan, stage, ledger) -> np.ndarray:
+def _noisy_unwhiten(ctx, wh, dZ, plan, stage) -> np.ndarray:
     """Release ``Z = M2 W + G`` (d×k), the un-whitening aligned with W."""
     return _gaussian(ctx, plan, stage, dZ, "Gaussian noise on M2·W (= U S^½, the un-whitening aligned with W); "
                                            "sensitivity Δ2/√σ_k + (‖M2‖+Δ2)·G.5 bound", ctx.M2 @ wh.W)
 
 
-def _config2(ctx: _Ctx, plan, stages, ledger, dname) -> _Fit:
+def _config2(ctx: _Ctx, plan, stages, dname) -> _Fit:
     wh, T, dT, dZ, _, _ = _whitened_setup(ctx)
     Tn = _gaussian(ctx, plan, stages[0], dT, f"Gaussian noise on the {mechanisms.n_unique_entries(ctx.k)} unique "
                                              "entries of T̂ = M3(W,W,W); ΔT̂ of Thm G.6 eq. 67", T, "tensor")
-    Z = _noisy_unwhiten(ctx, wh, dZ, plan, stages[1], ledger)
+    Z = _noisy_unwhiten(ctx, wh, dZ, plan, stages[1])
     res = _decompose(Tn, ctx.k, ctx.gen, ctx.n_restarts, ctx.n_iters)
     return _finish_recovery(res.eigenvalues, res.eigenvectors, Z, ctx.alpha0,
                             [f"ΔT̂ = {dT:.4g}, Δ(M2W) = {dZ:.4g} (plug-in, private)"], _paper_assumptions(dname))
@@ -1030,7 +1030,7 @@ def _decomposition_assumptions(dname) -> list[str]:
         "(γ_s = min_i (λ_i − λ_i+1)/4 with λ_k+1 = 0, plug-in)"]
 
 
-def _config3(ctx: _Ctx, plan, stages, ledger, dname) -> _Fit:
+def _config3(ctx: _Ctx, plan, stages, dname) -> _Fit:
     wh, lam, V, dT, dZ, _, _, d_comp = _exact_decomposition(ctx)
     Vn = _gaussian(ctx, plan, stages[0], d_comp, "Gaussian noise on each of the k tensor eigenvectors (ℓ2 "
                                                  "sensitivity 2√k ΔT̂/γ_s per component, Thm G.7)", V)
@@ -1039,13 +1039,13 @@ def _config3(ctx: _Ctx, plan, stages, ledger, dname) -> _Fit:
                                                     "(2√k ΔT̂/γ_s per component, Thm G.7)", lam)
     if np.any(lam_n == 0):
         raise BudgetNotMetError("a noisy tensor eigenvalue is exactly 0: cannot recover topics")
-    Z = _noisy_unwhiten(ctx, wh, dZ, plan, stages[2], ledger)
+    Z = _noisy_unwhiten(ctx, wh, dZ, plan, stages[2])
     notes = [f"ΔT̂ = {dT:.4g}, per-component Δ = 2√k ΔT̂/γ_s = {d_comp:.4g} (the paper's H.2 uses √(2k)), "
              f"Δ(M2W) = {dZ:.4g} (plug-in, private)", "noisy eigenvectors renormalised (post-processing)"]
     return _finish_recovery(lam_n, Vn, Z, ctx.alpha0, notes, _decomposition_assumptions(dname))
 
 
-def _config4(ctx: _Ctx, plan, stages, ledger, dname) -> _Fit:
+def _config4(ctx: _Ctx, plan, stages, dname) -> _Fit:
     wh, lam, V, dT, dZ, s1, sk, d_comp = _exact_decomposition(ctx)
     d_mu, d_alpha = output_sensitivities(d_comp, ctx.delta2, s1, sk, lam, ctx.alpha0)
     mu, alpha = _raw_output(lam, V, wh.unwhiten, ctx.alpha0)
@@ -1240,10 +1240,9 @@ def fit_dense(partial_or_counts, k: int, alpha0: float, mechanism: str, *, epsil
     if test is not None:
         fit = _config2_declared(ctx, plan, stages, ledger, declared_bounds, test)
     elif mechanism in ("config1", "config1-paper", "agn", "avn"):
-        fit = _moment_noise(ctx, plan, stages, ledger, mechanism == "config1-paper")
+        fit = _moment_noise(ctx, plan, stages, mechanism == "config1-paper")
     else:
-        fit = {"config2": _config2, "config3": _config3, "config4": _config4}[mechanism](ctx, plan, stages,
-                                                                                        ledger, dname)
+        fit = {"config2": _config2, "config3": _config3, "config4": _config4}[mechanism](ctx, plan, stages, dname)
     return _result(mechanism, fit, ledger, plan, epsilon, delta, accounting, reproducible, d2, d3, N,
                    tested=test is not None)
 
