@@ -10,6 +10,7 @@ draws them — rows ~ Dirichlet(0.1), α = α0 · Dirichlet(10·1) — or, with
 real text, which makes recovery much harder):
 
 - ``s``: 200,000 documents, d = 20,000, k = 50, 150 tokens;
+- ``m``: 1,000,000 documents, d = 20,000, k = 20, 100 tokens (the issue's worker-sweep shape);
 - ``b``: 1,000,000 documents, d = 50,000, k = 100, 150 tokens (issue's 1M × 50k shape);
 - ``w``: 3,500,000 documents, d = 100,000, k = 100, 150 tokens (Wikipedia-shaped).
 
@@ -27,7 +28,13 @@ own peak resident size (``VmHWM``, which counts shared pages in full). The model
 each actor holds its CSR (12 bytes per nonzero: float64 value, int32 index)
 plus O(block·k + d·k) working arrays; the driver O(d·k + k³).
 
-Writes ``benchmarks/results/scale-<shape>[-zipf]_w<workers>.json``.
+``--out-of-core``: the actors keep no documents and read their row groups again for every pass
+(``ClusterOptions(out_of_core=True)``); ``--sweep 1,2,4,8,16``: the worker sweep (each worker count in
+fresh processes, ``--repeats`` rounds, medians), end to end: Ray's start, then ``fit_lda`` (actors' start,
+read, fit).
+
+Writes ``benchmarks/results/scale-<shape>[-zipf]_w<workers>[_ooc].json`` (the sweep:
+``scale-<shape>_sweep.json``).
 """
 from __future__ import annotations
 
@@ -47,6 +54,7 @@ from distdp.api import ClusterOptions
 HERE = Path(__file__).resolve().parent
 OUT, RESULTS = HERE / "out", HERE / "results"
 SHAPES = {"s": dict(docs=200_000, d=20_000, k=50, tokens=150),
+          "m": dict(docs=1_000_000, d=20_000, k=20, tokens=100),
           "b": dict(docs=1_000_000, d=50_000, k=100, tokens=150),
           "w": dict(docs=3_500_000, d=100_000, k=100, tokens=150)}
 ALPHA0, CHUNK = 5.0, 20_000
@@ -210,32 +218,105 @@ def truth_d(path: Path) -> int:
     return np.load(path / "truth" / "topic_word.npy", mmap_mode="r").shape[1]
 
 
-def run_fit(path: Path, k: int, workers: int, backend: str) -> dict:
-    """The spectral fit on ``workers`` shard actors, with the process tree's memory sampled."""
+def run_fit(path: Path, k: int, workers: int, backend: str, split_init: bool = False,
+            out_of_core: bool = False) -> dict:
+    """The spectral fit on ``workers`` shard actors, with the process tree's memory sampled.
+
+    With ``split_init`` Ray is started first (timed as ``ray_init_s``), so ``wall_s`` is ``fit_lda`` on a
+    running instance: actor start, read and fit.
+    """
     import distdp
     from distdp.lda import matched_l1
 
     mon = MemoryMonitor()
     mon.start()
+    ray_init = 0.0
+    if split_init and backend == "ray":
+        from distdp.distributed import ensure_ray
+
+        t0 = time.perf_counter()
+        ensure_ray(None)
+        ray_init = time.perf_counter() - t0
     t0 = time.perf_counter()
     model = distdp.fit_lda(str(path), k, alpha0=ALPHA0, vocab_size=int(truth_d(path)), seed=0, refine=0,
-                           coherence=False, progress=False, cluster=ClusterOptions(backend=backend, workers=workers))
+                           coherence=False, progress=False,
+                           cluster=ClusterOptions(backend=backend, workers=workers, out_of_core=out_of_core))
     wall = time.perf_counter() - t0
     mem = mon.report()
     mon.stop.set()
     truth = np.load(path / "truth" / "topic_word.npy")
     info = model.info
-    return {"wall_s": wall, "timings_s": info.get("timings_s"), "whitening": info.get("whitening"),
-            "resources": info.get("resources"), "backend": info["parameters"]["backend"],
-            "l1": matched_l1(model.topic_word, truth)[0], "memory": mem}
+    return {"ray_init_s": ray_init, "wall_s": wall, "timings_s": info.get("timings_s"),
+            "whitening": info.get("whitening"), "resources": info.get("resources"),
+            "backend": info["parameters"]["backend"], "l1": matched_l1(model.topic_word, truth)[0], "memory": mem}
 
 
-def spawn(mode: str, a) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--run", mode, "--shape", a.shape, "--workers", str(a.workers),
-                          "--backend", a.backend, "--topics", a.topics], capture_output=True, text=True)
+def spawn(mode: str, a, workers: int | None = None, split_init: bool = False) -> dict:
+    """Run ``--run mode`` in a fresh process; its JSON result, with the process's own wall time added."""
+    cmd = [sys.executable, __file__, "--run", mode, "--shape", a.shape, "--workers", str(workers or a.workers),
+           "--backend", a.backend, "--topics", a.topics] + (["--split-init"] if split_init else []) + \
+        (["--out-of-core"] if a.out_of_core else [])
+    t0 = time.perf_counter()
+    out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-3000:])
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return {**json.loads(out.stdout.strip().splitlines()[-1]), "process_s": time.perf_counter() - t0}
+
+
+def machine() -> str:
+    """CPU count and model, from the OS."""
+    model = "?"
+    try:
+        model = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{os.cpu_count()} CPUs ({model})"
+
+
+def sweep(a) -> None:
+    """The worker sweep: each worker count fitted in fresh processes, rounds alternating the order.
+
+    End to end is Ray's start plus ``fit_lda`` (actor start, parquet read, fit); the process's own
+    imports are reported apart (``process_s``). Stops starting fits after ``--deadline`` seconds and
+    rewrites the result file after every fit, so a cut-off run keeps what it measured.
+    """
+    counts = [int(w) for w in a.sweep.split(",")]
+    t_start = time.perf_counter()
+    read = spawn("read", a)
+    runs: dict[int, list] = {w: [] for w in counts}
+    summary: dict = {}
+    out = Path(a.results) / f"{corpus_path(a.shape, a.topics).name}_sweep.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    for r in range(a.repeats):
+        for w in (counts if r % 2 == 0 else counts[::-1]):
+            if time.perf_counter() - t_start > a.deadline:
+                break
+            fit = spawn("fit", a, workers=w, split_init=True)
+            t = fit["timings_s"] or {}
+            fit["end_to_end_s"] = fit["ray_init_s"] + fit["wall_s"]
+            fit["compute_s"] = t.get("total", fit["wall_s"]) - t.get("read", 0.0)
+            rounds = (fit["resources"] or {}).get("round_s", {}).values()
+            fit["slowest_shard_s"] = sum(r["slowest_shard_s"] for r in rounds)
+            fit["round_overhead_s"] = sum(r["wall_s"] - r["slowest_shard_s"] for r in rounds)
+            runs[w].append(fit)
+            print(f"W={w:2d} round {r}: end to end {fit['end_to_end_s']:.1f} s (Ray start {fit['ray_init_s']:.1f}, "
+                  f"actors start + read {t.get('read', 0):.1f}, fit {fit['compute_s']:.1f}: slowest shards "
+                  f"{fit['slowest_shard_s']:.1f} + rounds' overhead {fit['round_overhead_s']:.1f}), L1 {fit['l1']:.3f}, "
+                  f"peak {fit['memory']['peak_pss_sum_gib']:.2f} GiB", flush=True)
+            for n, rs in runs.items():
+                if rs:
+                    med = {key: float(np.median([x[key] for x in rs])) for key in ("end_to_end_s", "compute_s", "ray_init_s",
+                                                                     "slowest_shard_s", "round_overhead_s")}
+                    med["read_s"] = float(np.median([x["timings_s"]["read"] for x in rs]))
+                    summary[n] = {**med, "runs": len(rs)}
+            if counts[0] in summary:
+                for n in summary:
+                    summary[n]["speedup_end_to_end"] = summary[counts[0]]["end_to_end_s"] / summary[n]["end_to_end_s"]
+                    summary[n]["speedup_fit"] = summary[counts[0]]["compute_s"] / summary[n]["compute_s"]
+            out.write_text(json.dumps({"shape": {**SHAPES[a.shape], "alpha0": ALPHA0, "topics": a.topics},
+                                       "machine": machine(), "read": read, "summary": summary, "runs": runs},
+                                      indent=1, default=str))
+    print(json.dumps({"read_s": read["read_s"], "summary": summary}, indent=1))
 
 
 def main() -> None:
@@ -244,25 +325,37 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--backend", choices=["ray", "local"], default="ray")
     ap.add_argument("--topics", choices=["dirichlet", "zipf"], default="dirichlet")
+    ap.add_argument("--sweep", help="worker counts to sweep, e.g. 1,2,4,8,16 (each fitted in fresh processes)")
+    ap.add_argument("--repeats", type=int, default=3, help="rounds of the sweep (medians reported)")
+    ap.add_argument("--deadline", type=float, default=float("inf"), help="seconds after which the sweep starts no fit")
+    ap.add_argument("--results", default=str(RESULTS), help="folder for the result file")
+    ap.add_argument("--out-of-core", action="store_true",
+                    help="actors re-read their row groups every pass instead of holding them")
     ap.add_argument("--run", choices=["read", "fit"], help=argparse.SUPPRESS)
+    ap.add_argument("--split-init", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     path = ensure_corpus(a.shape, a.topics)
+    if a.sweep and not a.run:
+        sweep(a)
+        return
     if a.run == "read":
         print(json.dumps(run_read(path, SHAPES[a.shape]["d"])))
         return
     if a.run == "fit":
-        print(json.dumps(run_fit(path, SHAPES[a.shape]["k"], a.workers, a.backend), default=str))
+        print(json.dumps(run_fit(path, SHAPES[a.shape]["k"], a.workers, a.backend, a.split_init, a.out_of_core),
+                         default=str))
         return
     read = spawn("read", a)
     fit = spawn("fit", a)
     t = fit["timings_s"] or {}
     compute = t.get("total", fit["wall_s"]) - t.get("read", 0.0)
     result = {"shape": {**SHAPES[a.shape], "alpha0": ALPHA0, "topics": a.topics}, "workers": a.workers, "machine":
-              f"{os.cpu_count()} CPUs", "read": read, "fit": fit,
+              machine(), "read": read, "fit": fit,
               "ratios": {"fit_over_read": compute / read["read_s"],
                          "peak_over_csr": fit["memory"]["peak_pss_sum_gib"] / read["csr_gib"]}}
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{corpus_path(a.shape, a.topics).name}_w{a.workers}.json").write_text(json.dumps(result, indent=1, default=str))
+    name = f"{corpus_path(a.shape, a.topics).name}_w{a.workers}{'_ooc' if a.out_of_core else ''}.json"
+    (RESULTS / name).write_text(json.dumps(result, indent=1, default=str))
     print(json.dumps({"read_s": read["read_s"], "csr_gib": read["csr_gib"], "fit_compute_s": compute,
                       "timings": t, "l1": fit["l1"], "memory": fit["memory"], "ratios": result["ratios"]}, indent=1))
 

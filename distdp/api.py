@@ -26,6 +26,7 @@ from distdp.lda import LDAModel, metrics, pipeline
 from distdp.lda.options import InvalidParameterError, SolverOptions, check_int, check_option, check_real
 from distdp.lda.private.options import PrivacyOptions
 from distdp.lda.shard import Shard
+from distdp.lda.streaming import StreamingShard
 from distdp.privacy.neighbours import REPLACE_ONE_DOCUMENT
 from distdp.privacy.report import PrivacyReport
 from distdp.progress import progress_bar
@@ -57,10 +58,19 @@ class ClusterOptions:
         instance).
     workers : int, optional
         Shards (Ray actors, or in-process shards with ``local``); default: the
-        CPUs Ray sees (at most one per row group), one shard in process.
+        CPUs Ray sees, one shard in process (:func:`distdp.io.corpus.partition`
+        splits the row groups).
     cpus_per_worker : float, optional
         CPUs each Ray actor reserves (default 1, less if ``workers`` exceeds
         the CPUs).
+    out_of_core : bool, optional
+        ``True``: the shards keep no documents between passes but read their
+        row groups again for every pass (:class:`distdp.lda.streaming.StreamingShard`;
+        each holds one row group at a time), for a parquet corpus larger than
+        the memory; refinement is then by EM, as Gibbs sampling keeps a topic
+        per token. ``False``: the shards hold their counts. Default: out of
+        core where the counts would take more than :data:`OUT_OF_CORE_SHARE`
+        of the memory (:func:`auto_out_of_core`).
 
     Raises
     ------
@@ -72,6 +82,7 @@ class ClusterOptions:
     address: str | None = None
     workers: int | None = None
     cpus_per_worker: float | None = None
+    out_of_core: bool | None = None
 
     def __post_init__(self):
         if self.backend not in BACKENDS:
@@ -80,6 +91,9 @@ class ClusterOptions:
             raise InvalidParameterError(f"ClusterOptions.address must be a string or None, got {self.address!r}")
         check_int("ClusterOptions.workers", self.workers, 1)
         check_real("ClusterOptions.cpus_per_worker", self.cpus_per_worker)
+        if self.out_of_core not in (None, True, False):
+            raise InvalidParameterError(f"ClusterOptions.out_of_core must be True, False or None, got "
+                                        f"{self.out_of_core!r}")
 
 
 def _split_rows(counts: sp.csr_matrix, n: int) -> list[sp.csr_matrix]:
@@ -97,6 +111,7 @@ class OpenCorpus:
     vocab: list[str] | None
     source: str
     read_seconds: float
+    out_of_core: bool = False
 
     @property
     def kind(self) -> str:
@@ -107,17 +122,18 @@ class OpenCorpus:
     def nonzeros(self) -> int:
         """Stored (document, word) counts over every shard."""
         if self.ray_backend is None:
-            return int(sum(s.counts.nnz for s in self.backend.shards))
+            return int(sum(s.nnz for s in self.backend.shards))
         return int(sum(i["nnz"] for i in self.ray_backend.info))
 
     def resources(self) -> dict:
-        """Per-actor peak memory, read time, nodes and bytes per round (Ray only)."""
+        """Per-actor peak memory, read time, nodes, bytes per round and rounds' seconds (Ray only)."""
         rb = self.ray_backend
         if rb is None:
             return {}
         return {"actor_peak_rss_bytes": rb.peak_rss_bytes(), "actor_read_s": [i["read_s"] for i in rb.info],
                 "nodes": len({i["node"] for i in rb.info}),
-                "result_bytes_per_round": {m: max(v) for m, v in rb.traffic.items()}}
+                "result_bytes_per_round": {m: max(v) for m, v in rb.traffic.items()},
+                "round_s": rb.round_seconds()}
 
     def close(self) -> None:
         if self.ray_backend is not None:
@@ -130,6 +146,41 @@ DEFAULT_ALPHA0 = 1.0
 #: With ``backend="auto"`` and no cluster address, a corpus of at most this many stored (document, word)
 #: counts is fitted in this process: starting Ray and its actors (3–5 s) would cost more than the fit.
 AUTO_LOCAL_MAX_NONZEROS = 5_000_000
+
+
+#: With ``out_of_core=None``, a corpus streams when its counts (:data:`CSR_BYTES_PER_NONZERO` each) would take
+#: more than this share of the memory: the in-memory fit's processes peaked at 2.3× the counts' bytes in all
+#: (``benchmarks/scale.py``: driver, Ray's daemons, actors), so 0.4 leaves room for the rest of the machine.
+OUT_OF_CORE_SHARE = 0.4
+#: Bytes a shard holds per stored count: a float64 value and an int32 column index.
+CSR_BYTES_PER_NONZERO = 12
+
+
+def available_memory(backend: str) -> int | None:
+    """Bytes the fit's shards may use: Ray's ``memory`` resource of the cluster, or this machine's available
+    memory (``MemAvailable``); None where neither is known."""
+    if backend == "ray":
+        import ray
+
+        mem = ray.cluster_resources().get("memory")
+        return int(mem) if mem else None
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def auto_out_of_core(nonzeros: int, memory: int | None) -> bool:
+    """What ``out_of_core=None`` means: stream when the counts' bytes exceed :data:`OUT_OF_CORE_SHARE` of
+    ``memory`` (never where the memory is unknown)."""
+    return memory is not None and CSR_BYTES_PER_NONZERO * nonzeros > OUT_OF_CORE_SHARE * memory
 
 
 def auto_backend(address: str | None, nonzeros: int) -> str:
@@ -153,8 +204,8 @@ def open_corpus(corpus, *, vocab=None, vocab_size: int | None = None, cluster: C
     shard (:class:`distdp.lda.private.shard.PrivateShard` for a private fit). Yields an :class:`OpenCorpus`.
     """
     cluster = check_option("cluster", cluster, ClusterOptions) or ClusterOptions()
-    workers, backend, address, cpus_per_worker = (cluster.workers, cluster.backend, cluster.address,
-                                                  cluster.cpus_per_worker)
+    workers, backend, address, cpus_per_worker, stream = (cluster.workers, cluster.backend, cluster.address,
+                                                          cluster.cpus_per_worker, cluster.out_of_core)
     t0 = time.perf_counter()
     words = None
     if vocab is not None and not isinstance(vocab, (str, Path)):
@@ -178,10 +229,25 @@ def open_corpus(corpus, *, vocab=None, vocab_size: int | None = None, cluster: C
         units = cio.plan_units(cio.discover(corpus))
     if backend == "auto":
         backend = auto_backend(address, counts.nnz if in_memory else sum(u.nonzeros for u in units))
+    if stream and (in_memory or shard_class is not Shard):
+        raise ValueError("out_of_core=True reads a parquet corpus again for every pass of a non-private fit; "
+                         + ("this corpus is a matrix in memory" if in_memory else
+                            "a private fit holds its shards in memory"))
     rb = None
+    if backend == "ray":
+        import ray
+
+        from distdp.distributed import ensure_ray
+
+        ensure_ray(address)
+    if stream is None:
+        stream = (not in_memory and shard_class is Shard
+                  and auto_out_of_core(sum(u.nonzeros for u in units), available_memory(backend)))
     if backend == "local":
         n = workers or 1
-        if in_memory:
+        if stream:
+            shards = [StreamingShard(cio.UnitBlocks(g, d, with_doc_ids)) for g in cio.partition(units, n)]
+        elif in_memory:
             mats = _split_rows(counts, n)
             bounds = np.cumsum([0] + [m.shape[0] for m in mats])
             shards = [shard_class(m, None if ids is None else ids[a:b]) for m, a, b in zip(mats, bounds[:-1], bounds[1:])]
@@ -190,11 +256,8 @@ def open_corpus(corpus, *, vocab=None, vocab_size: int | None = None, cluster: C
             shards = [shard_class(cio.read_units(g, d), cio.read_doc_ids(g) if with_doc_ids else None) for g in groups]
         be = pipeline.LocalBackend(shards)
     else:                                                   # "ray" (ClusterOptions checked the name)
-        import ray
+        from distdp.distributed import RayBackend
 
-        from distdp.distributed import RayBackend, ensure_ray
-
-        ensure_ray(address)
         cpus = ray.cluster_resources().get("CPU", 0.0)
         if workers is None:
             if cpus <= 0:
@@ -207,9 +270,10 @@ def open_corpus(corpus, *, vocab=None, vocab_size: int | None = None, cluster: C
         if in_memory:
             be = rb = RayBackend(None, d, shard_class, cpus_per_worker, matrices=_split_rows(counts, workers))
         else:
-            be = rb = RayBackend(cio.partition(units, workers), d, shard_class, cpus_per_worker,
-                                 with_doc_ids=with_doc_ids)
-    oc = OpenCorpus(be, rb, d, words, "in-memory matrix" if in_memory else str(corpus), time.perf_counter() - t0)
+            be = rb = RayBackend(cio.partition(units, workers), d, StreamingShard if stream else shard_class,
+                                 cpus_per_worker, with_doc_ids=with_doc_ids, stream=stream)
+    oc = OpenCorpus(be, rb, d, words, "in-memory matrix" if in_memory else str(corpus), time.perf_counter() - t0,
+                    out_of_core=bool(stream))
     try:
         yield oc
     finally:
@@ -319,7 +383,7 @@ def fit_lda(corpus, k: int, *, alpha0: float | None = None, model: str = "lda", 
     with open_corpus(corpus, vocab=vocab, vocab_size=vocab_size, cluster=cluster) as oc:
         params = solver.spectral_params(k, alpha0, model, oc.nonzeros)
         params.validate(oc.vocab_size)
-        refiner = _choose_refiner(oc.backend, model, refiner, refine)
+        refiner = _choose_refiner(oc.backend, model, refiner, refine, oc.out_of_core)
         if refine is None:
             refine = 0 if model != "lda" else (pipeline.DEFAULT_SWEEPS if refiner == "gibbs" else
                                                pipeline.DEFAULT_REFINE)
@@ -352,7 +416,8 @@ def fit_lda(corpus, k: int, *, alpha0: float | None = None, model: str = "lda", 
         "method": "spectral" + ("" if em is None else f" + {len(em.seconds) - 1} collapsed Gibbs sweeps" if gibbs_run
                                 else f" + {len(em.elbo)} variational EM iterations"),
         "parameters": {"k": k, "alpha0": alpha0, "alpha0_given": alpha_given, "model": model, "seed": seed,
-                       "backend": oc.kind, "workers": oc.backend.n_shards, "refine": refine,
+                       "backend": oc.kind, "workers": oc.backend.n_shards, "out_of_core": oc.out_of_core,
+                       "refine": refine,
                        "refiner": refiner if em is not None else None, "eta": eta if em is not None else None,
                        **{f: getattr(params, f) for f in ("eigensolver", "precision", "eig_iters", "eig_tol",
                                                           "oversample", "tensor", "method", "n_iters")},
@@ -393,17 +458,19 @@ def fit_lda(corpus, k: int, *, alpha0: float | None = None, model: str = "lda", 
     return fitted
 
 
-def _choose_refiner(backend, model: str, refiner: str | None, refine: int | None) -> str:
+def _choose_refiner(backend, model: str, refiner: str | None, refine: int | None, out_of_core: bool = False) -> str:
     """The refinement of a non-private fit: ``refiner`` if given, else ``gibbs`` where it can run, else ``em``.
 
-    Gibbs sampling needs numba and whole-number counts; asked for where it
-    cannot run, it is an error naming why.
+    Gibbs sampling needs numba, whole-number counts and the documents in
+    memory (a topic per token); asked for where it cannot run, it is an error
+    naming why.
     """
     from distdp.lda import gibbs
 
     if model != "lda" or refine == 0 or refiner == "em":
         return refiner or "em"
-    why = ("numba is not installed" if not gibbs.available() else
+    why = ("the fit is out of core (the chain keeps a topic per token in memory)" if out_of_core else
+           "numba is not installed" if not gibbs.available() else
            "the corpus has counts that are not whole numbers" if not all(backend.call(Shard.integral_counts)) else None)
     if why is None:
         return "gibbs"

@@ -108,6 +108,46 @@ def test_auto_backend_rule(monkeypatch, no_ray):
     assert api.auto_backend(None, 0) == "local"
 
 
+def test_out_of_core_fit_equals_the_in_memory_fit(small_dir, no_ray):
+    """Shards that re-read their row groups every pass give the in-memory spectral fit for the same seed (the
+    same sums grouped by row group: 1e-10 relative is far above rounding, far below any statistical change)."""
+    kw = dict(alpha0=1.0, seed=3, progress=False, refine=0, coherence=False)
+    mem = distdp.fit_lda(small_dir, 4, **kw, cluster=ClusterOptions(backend="local", workers=2, out_of_core=False))
+    ooc = distdp.fit_lda(small_dir, 4, **kw, cluster=ClusterOptions(backend="local", workers=2, out_of_core=True))
+    assert (mem.info["parameters"]["out_of_core"], ooc.info["parameters"]["out_of_core"]) == (False, True)
+    np.testing.assert_allclose(ooc.topic_word, mem.topic_word, rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(ooc.alpha, mem.alpha, rtol=1e-10)
+    assert ooc.info["whitening"]["m2_products"] == mem.info["whitening"]["m2_products"]
+    theta = distdp.transform(ooc, small_dir, cluster=ClusterOptions(backend="local", workers=2, out_of_core=True))
+    ref = distdp.transform(ooc, small_dir, cluster=ClusterOptions(backend="local", workers=2))
+    assert list(theta.doc_ids) == list(ref.doc_ids)
+    np.testing.assert_allclose(theta.theta, ref.theta, rtol=1e-6)      # float32 mixtures
+
+
+def test_out_of_core_refines_by_em_and_refuses_what_needs_memory(small, small_dir, no_ray, monkeypatch):
+    # The default refinement of an out-of-core fit is EM (the Gibbs chain keeps a topic per token); asking
+    # for Gibbs, streaming a matrix, or streaming a private fit are errors naming why.
+    ooc = ClusterOptions(backend="local", out_of_core=True)
+    fitted = distdp.fit_lda(small_dir, 4, alpha0=1.0, seed=3, progress=False, coherence=False, cluster=ooc)
+    assert fitted.info["parameters"]["refiner"] == "em" and fitted.info["refine"]["iterations"] >= 1
+    with pytest.raises(ValueError, match="out of core"):
+        distdp.fit_lda(small_dir, 4, progress=False, refiner="gibbs", refine=3, cluster=ooc)
+    with pytest.raises(ValueError, match="a matrix in memory"):
+        distdp.fit_lda(small.counts, 4, progress=False, cluster=ooc)
+    with pytest.raises(ValueError, match="a private fit holds its shards in memory"):
+        distdp.fit_lda(small_dir, 4, progress=False, cluster=ooc,
+                       privacy=api.PrivacyOptions(epsilon=1.0, delta=1e-6, vocab_public=True))
+    # By default the counts stream when they would take more than OUT_OF_CORE_SHARE of the memory.
+    nnz = small.counts.nnz
+    assert api.auto_out_of_core(nnz, int(12 * nnz / api.OUT_OF_CORE_SHARE) - 1)
+    assert not api.auto_out_of_core(nnz, int(12 * nnz / api.OUT_OF_CORE_SHARE) + 1)
+    assert not api.auto_out_of_core(nnz, None)
+    monkeypatch.setattr(api, "available_memory", lambda backend: 1000)
+    auto = distdp.fit_lda(small_dir, 4, alpha0=1.0, seed=3, progress=False, refine=0, coherence=False,
+                          cluster=ClusterOptions(backend="local"))
+    assert auto.info["parameters"]["out_of_core"] is True
+
+
 def test_open_corpus_local_and_auto(small, small_dir, no_ray):
     # In memory, "local" splits the rows into `workers` shards in order; "auto" on a small corpus with no
     # cluster is "local" too. A parquet path is partitioned by its files and carries its vocabulary.

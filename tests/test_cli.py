@@ -17,9 +17,14 @@ def test_cli_make_corpus_and_fit_local(tmp_path, capsys):
     assert main(["fit-lda", str(tmp_path / "c"), "--k", "4", "--out", str(tmp_path / "m"), "--local",
                  "--workers", "2", "--seed", "0", "--no-progress"]) == 0
     out = capsys.readouterr().out
-    assert "topic   0" in out and "wrote" in out
+    assert "topic   0" in out and "wrote" in out and "in this process, 2 shards;" in out   # says where it ran
     truth = np.load(tmp_path / "c" / "truth" / "topic_word.npy")
     assert lda.matched_l1(np.load(tmp_path / "m" / "topic_word.npy"), truth)[0] < 0.3
+    # --out-of-core: the shards re-read their row groups every pass, and the line says so
+    assert main(["fit-lda", str(tmp_path / "c"), "--k", "4", "--out", str(tmp_path / "o"), "--local", "--refine", "0",
+                 "--out-of-core", "--seed", "0", "--no-progress"]) == 0
+    assert "in this process, 1 shard, out of core;" in capsys.readouterr().out
+    assert json.loads((tmp_path / "o" / "model.json").read_text())["parameters"]["out_of_core"] is True
     # a second fit into the same directory is refused, and the first output is intact
     assert main(["fit-lda", str(tmp_path / "c"), "--k", "4", "--out", str(tmp_path / "m"), "--local"]) == 2
     assert "already exists" in capsys.readouterr().err

@@ -31,7 +31,7 @@ LAYERS = [
     ("distdp.estimator", 5), ("distdp.decompose", 5), ("distdp.cli", 6), ("distdp.commands", 6),
 ]
 PURE_MATH = ["distdp.lda.moments", "distdp.lda.whitening", "distdp.lda.refine", "distdp.lda.gibbs",
-             "distdp.lda.recovery", "distdp.lda.metrics", "distdp.lda.private.scalable", "distdp.lda.private.dense",
+             "distdp.lda.gibbs_kernels", "distdp.lda.recovery", "distdp.lda.metrics", "distdp.lda.private.scalable", "distdp.lda.private.dense",
              "distdp.lda.private.single_topic", "distdp.tensor.forms", "distdp.tensor.power", "distdp.tensor.online",
              "distdp.tensor.dp", "distdp.privacy.mechanisms", "distdp.privacy.accounting", "distdp.privacy.ledger"]
 RAY_ALLOWED = ("distdp.distributed", "distdp.api")

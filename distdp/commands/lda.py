@@ -16,6 +16,13 @@ def add_where(p: argparse.ArgumentParser) -> None:
     where.add_argument("--ray", action="store_true",
                        help="run on Ray even for a small corpus (default: in this process for at most 5M nonzero "
                             "counts when no --address is given, else on Ray)")
+    memory = p.add_mutually_exclusive_group()
+    memory.add_argument("--out-of-core", dest="out_of_core", action="store_const", const=True,
+                        help="read the corpus's row groups again for every pass instead of holding them (a "
+                             "corpus larger than memory; refines by EM). Default: when the counts would take "
+                             "more than 40%% of the memory")
+    memory.add_argument("--in-memory", dest="out_of_core", action="store_const", const=False,
+                        help="hold the counts in memory whatever their size")
 
 
 def _working_vocab(text: str):
@@ -158,7 +165,7 @@ def run(args) -> int:
         took = f"fit {t['total'] - t['read']:.2f}s after {t['read']:.2f}s starting workers and reading"
     else:   # a private fit: wall times depend on the data, so model.json leaves them out (privacy.not_released)
         took = f"{elapsed:.2f}s in all; wall times are not saved in a private model.json"
-    print(f"wrote {args.out}  ({used} documents; {took})")
+    print(f"wrote {args.out}  ({used} documents; {where_it_ran(model.info['parameters'])}; {took})")
     pv = model.info["privacy"]
     if pv.get("epsilon") is not None:
         status = ("private" if pv["private"]
@@ -166,6 +173,14 @@ def run(args) -> int:
         print(f"privacy: {status}; epsilon = {pv['epsilon']:.4g} at delta = {pv['delta']:.3g} "
               f"({pv['mechanism']}, {len(pv['ledger'])} ledger entries in model.json)")
     return 0
+
+
+def where_it_ran(parameters: dict) -> str:
+    """``in this process`` or ``on Ray, N workers``, and ``out of core`` where it streamed (model.json's parameters)."""
+    workers = parameters.get("workers")
+    where = ("on Ray, " if parameters.get("backend") == "ray" else "in this process, ") + \
+        (f"{workers} shard{'s' if workers != 1 else ''}" if workers is not None else "")
+    return where.rstrip(", ") + (", out of core" if parameters.get("out_of_core") else "")
 
 
 #: fit-lda's private flags (argparse dest: flag, default), refused without --epsilon.
@@ -198,12 +213,13 @@ def privacy_of(args):
 
 
 def cluster_of(args):
-    """``--workers``, ``--address`` and ``--local`` / ``--ray`` (neither: ``auto``, :func:`distdp.api.auto_backend`)
-    as :class:`~distdp.api.ClusterOptions`."""
+    """``--workers``, ``--address``, ``--local`` / ``--ray`` (neither: ``auto``, :func:`distdp.api.auto_backend`) and
+    ``--out-of-core`` / ``--in-memory`` (neither: :func:`distdp.api.auto_out_of_core`) as
+    :class:`~distdp.api.ClusterOptions`."""
     from distdp.api import ClusterOptions
 
     return ClusterOptions(backend="local" if args.local else ("ray" if args.ray else "auto"), address=args.address,
-                          workers=args.workers)
+                          workers=args.workers, out_of_core=getattr(args, "out_of_core", None))
 
 
 def _load(args):

@@ -25,7 +25,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import ray
 
-from distdp.io.corpus import Unit, read_doc_ids, read_units
+from distdp.io.corpus import Unit, UnitBlocks, read_doc_ids, read_units
 
 DEFAULT_RESTARTS = 4
 
@@ -50,12 +50,15 @@ class ShardActor:
     """Holds one shard's documents in memory and serves the coordinator's passes."""
 
     def __init__(self, shard_class: type, units: Sequence[Unit] | None, vocab_size: int, counts=None,
-                 with_doc_ids: bool = False):
+                 with_doc_ids: bool = False, stream: bool = False):
         self.error = None
         self.t_read = time.perf_counter()
         try:
-            ids = read_doc_ids(units) if with_doc_ids and units is not None else None
-            self.shard = shard_class(counts if counts is not None else read_units(units, vocab_size), ids)
+            if stream:          # an out-of-core shard: given its row groups to read again for every pass
+                self.shard = shard_class(UnitBlocks(units, vocab_size, with_doc_ids), None)
+            else:
+                ids = read_doc_ids(units) if with_doc_ids and units is not None else None
+                self.shard = shard_class(counts if counts is not None else read_units(units, vocab_size), ids)
         except (ValueError, OSError) as exc:  # reported by ready(), so the driver sees the message
             self.error = exc
         self.t_read = time.perf_counter() - self.t_read
@@ -64,12 +67,18 @@ class ShardActor:
         """Raise the read/validation error, if any; else report size, read time, pid and node."""
         if self.error is not None:
             raise self.error
-        return {"n_docs": self.shard.n_total, "nnz": int(self.shard.counts.nnz), "read_s": self.t_read,
+        return {"n_docs": self.shard.n_total, "nnz": int(self.shard.nnz), "read_s": self.t_read,
                 "pid": os.getpid(), "node": ray.get_runtime_context().get_node_id()}
 
-    def call(self, name: str, *args: Any):
-        """Run ``<shard>.<name>(*args)`` (the driver sends the method's name, :func:`method_name`)."""
-        return getattr(self.shard, name)(*args)
+    def call(self, name: str, *args: Any) -> tuple[Any, float]:
+        """Run ``<shard>.<name>(*args)`` (the driver sends the method's name, :func:`method_name`).
+
+        Returns the result and the seconds the shard spent on it (the rest of a round is transport and
+        waiting for the slowest shard).
+        """
+        t0 = time.perf_counter()
+        out = getattr(self.shard, name)(*args)
+        return out, time.perf_counter() - t0
 
     def peak_rss_bytes(self) -> int:
         """Peak resident memory of this actor's process."""
@@ -110,19 +119,23 @@ class RayBackend:
         Seconds to wait for every actor to be placed and to read its shard.
     with_doc_ids : bool
         Also read the documents' ids (for ``transform``).
+    stream : bool
+        Out of core: each actor builds ``shard_class`` on a :class:`~distdp.io.corpus.UnitBlocks` of its row
+        groups, read again for every pass, instead of on their counts read once
+        (:class:`distdp.lda.streaming.StreamingShard`).
     """
 
     def __init__(self, groups: Sequence[Sequence[Unit]] | None, vocab_size: int, shard_class: type,
                  cpus_per_worker: float = 1.0,
                  max_restarts: int = DEFAULT_RESTARTS, matrices=None, start_timeout: float = 600.0,
-                 with_doc_ids: bool = False):
+                 with_doc_ids: bool = False, stream: bool = False):
         opts = dict(num_cpus=cpus_per_worker, max_restarts=max_restarts, max_task_retries=max_restarts,
                     scheduling_strategy="SPREAD")
         if matrices is not None:
             self.actors = [ShardActor.options(**opts).remote(shard_class, None, vocab_size, m) for m in matrices]
         else:
             self.actors = [ShardActor.options(**opts).remote(shard_class, list(g), vocab_size, None,
-                                                               with_doc_ids) for g in groups]
+                                                               with_doc_ids, stream) for g in groups]
         self.n_shards = len(self.actors)
         self.cores_per_shard = max(1, int(cpus_per_worker))
         try:
@@ -134,6 +147,7 @@ class RayBackend:
                 f"{start_timeout:.0f} s; the cluster has {ray.cluster_resources().get('CPU', 0)} CPUs. "
                 "Use fewer workers or a smaller cpus_per_worker.") from None
         self.traffic: dict[str, list[int]] = {}
+        self.rounds: dict[str, list[tuple[float, float]]] = {}
 
     @staticmethod
     def _get(refs, timeout: float | None = None):
@@ -151,17 +165,26 @@ class RayBackend:
         on their shard, so a subclass's override runs. The bytes of array payload returned per round are
         recorded in ``traffic[<method name>]``.
         """
-        name = method_name(method)
-        out = self._get([a.call.remote(name, *args) for a in self.actors])
-        self.traffic.setdefault(name, []).append(sum(payload_nbytes(r) for r in out))
-        return out
+        return self._round(method_name(method), [(a, args) for a in self.actors])
 
     def call_each(self, method: Callable, args: list) -> list:
         """Run ``<shard>.<method>(*args[i])`` on actor i in one round; results in shard order."""
-        name = method_name(method)
-        out = self._get([a.call.remote(name, *x) for a, x in zip(self.actors, args)])
+        return self._round(method_name(method), list(zip(self.actors, args)))
+
+    def _round(self, name: str, calls: list) -> list:
+        """One round of calls; its result bytes, wall seconds and slowest shard's seconds recorded under ``name``."""
+        t0 = time.perf_counter()
+        timed = self._get([a.call.remote(name, *x) for a, x in calls])
+        out = [r for r, _ in timed]
         self.traffic.setdefault(name, []).append(sum(payload_nbytes(r) for r in out))
+        self.rounds.setdefault(name, []).append((time.perf_counter() - t0, max(s for _, s in timed)))
         return out
+
+    def round_seconds(self) -> dict[str, dict[str, float]]:
+        """Per shard method: rounds, their summed wall seconds and the summed seconds of each round's slowest
+        shard (the difference is transport, the coordinator's waiting and Ray's scheduling)."""
+        return {name: {"rounds": len(v), "wall_s": sum(w for w, _ in v), "slowest_shard_s": sum(s for _, s in v)}
+                for name, v in self.rounds.items()}
 
     def broadcast(self, value: Any) -> Any:
         """Put ``value`` in the object store once; actors receive it zero-copy per node."""

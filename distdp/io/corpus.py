@@ -17,7 +17,7 @@ from __future__ import annotations
 import posixpath
 import warnings
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterator, Sequence
 from urllib.parse import quote
@@ -38,13 +38,19 @@ META_VOCAB_SIZE = b"distdp.vocab_size"
 
 @dataclass(frozen=True)
 class Unit:
-    """One row group of one parquet file: the unit of work assigned to shards."""
+    """Rows of one row group of one parquet file: the unit of work assigned to shards.
+
+    ``first_row`` is the file's row number of the unit's first row, ``offset`` its row within the row group
+    (a unit is a whole row group unless :func:`partition` cut one between two shards), ``nonzeros`` the
+    stored counts of the row group from the metadata (an upper bound for a cut unit).
+    """
 
     path: str
     row_group: int
     first_row: int
     num_rows: int
     nonzeros: int = 0
+    offset: int = 0
 
 
 def is_uri(path: str | Path) -> bool:
@@ -171,15 +177,53 @@ def check_schema(schema: pa.Schema, where) -> None:
             raise ValueError(f"{where}: column {col!r} has type {t}, expected list<int32>")
 
 
+#: :func:`partition` keeps row groups whole when its largest shard then holds at most this many times the
+#: mean rows; else it cuts row groups so that every shard holds the same number of rows.
+BALANCE = 1.05
+
+
 def partition(units: Sequence[Unit], n_parts: int) -> list[list[Unit]]:
-    """Split units into at most ``n_parts`` contiguous groups of about equal row counts."""
+    """Split units into at most ``n_parts`` contiguous groups of about equal row counts.
+
+    Whole row groups where that balances the groups to within :data:`BALANCE` of the mean; otherwise
+    (few or uneven row groups: 24 row groups over 16 shards leave some shards twice the rows of others)
+    groups of equal rows (±1), cutting a row group between two shards where a boundary falls inside it.
+    Both shards then decode that row group and each converts only its own rows; a shard decodes at most
+    two row groups beyond its own whole ones.
+    """
     if n_parts < 1:
         raise ValueError(f"workers must be ≥ 1, got {n_parts}")
-    n_parts = min(n_parts, len(units))
-    rows = np.cumsum([u.num_rows for u in units])
-    bounds = np.searchsorted(rows, rows[-1] * np.arange(1, n_parts) / n_parts, side="left") + 1
-    groups = np.split(np.arange(len(units)), np.unique(np.clip(bounds, 1, len(units) - 1)))
-    return [[units[i] for i in g] for g in groups if len(g)]
+    starts = np.concatenate([[0], np.cumsum([u.num_rows for u in units])])
+    total = int(starts[-1])
+    whole_parts = min(n_parts, len(units))
+    targets = total * np.arange(1, whole_parts) / whole_parts
+    after = np.searchsorted(starts, targets)                  # the row-group boundary nearest each target
+    bounds = np.where(targets - starts[after - 1] < starts[after] - targets, after - 1, after)
+    groups = [[units[i] for i in g]
+              for g in np.split(np.arange(len(units)), np.unique(np.clip(bounds, 1, len(units) - 1))) if len(g)]
+    n_parts = min(n_parts, total)
+    if max(sum(u.num_rows for u in g) for g in groups) <= BALANCE * total / n_parts:
+        return groups
+    return cut_parts(units, n_parts)
+
+
+def cut_parts(units: Sequence[Unit], n_parts: int) -> list[list[Unit]]:
+    """``n_parts`` contiguous groups of ``total // n_parts`` or one more rows, row groups cut at the boundaries."""
+    starts = np.concatenate([[0], np.cumsum([u.num_rows for u in units])])
+    edges = np.linspace(0, starts[-1], n_parts + 1).round().astype(np.int64)
+    parts = []
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        part = []
+        for i in range(np.searchsorted(starts, lo, side="right") - 1, len(units)):
+            u, s = units[i], int(starts[i])
+            if s >= hi:
+                break
+            a, b = max(int(lo), s), min(int(hi), s + u.num_rows)
+            if b > a:
+                part.append(u if (a, b) == (s, s + u.num_rows) else
+                            replace(u, first_row=u.first_row + a - s, num_rows=b - a, offset=u.offset + a - s))
+        parts.append(part)
+    return parts
 
 
 def _flat(column: pa.ChunkedArray | pa.Array):
@@ -245,7 +289,8 @@ def read_units(units: Sequence[Unit], vocab_size: int) -> sp.csr_matrix:
     """Read and validate row groups into one CSR matrix (rows in unit order).
 
     The matrix's arrays are allocated once from the row groups' value counts
-    in the parquet metadata and filled one row group at a time, so the peak is
+    in the parquet metadata (shrunk in place where a unit is part of a row
+    group) and filled one row group at a time, so the peak is
     the matrix plus one row group's conversion, not twice the matrix (a list
     of parts and their stacked copy); Arrow's freed buffers are returned to
     the OS at the end. Values are float64, indices int32 (int64 past 2³¹
@@ -269,7 +314,10 @@ def read_units(units: Sequence[Unit], vocab_size: int) -> sp.csr_matrix:
             data[at:at + m.nnz], indices[at:at + m.nnz] = m.data, m.indices
             indptr[row + 1:row + 1 + m.shape[0]] = m.indptr[1:] + at
             at, row = at + m.nnz, row + m.shape[0]
-        out = sp.csr_matrix((data[:at], indices[:at], indptr), shape=(row, vocab_size), copy=False)
+        if at < len(data):      # a cut row group's metadata counted the whole group: give the rest back
+            data.resize(at, refcheck=False)
+            indices.resize(at, refcheck=False)
+        out = sp.csr_matrix((data, indices, indptr), shape=(row, vocab_size), copy=False)
         out.has_sorted_indices = True
     pa.default_memory_pool().release_unused()
     return out
@@ -279,6 +327,8 @@ def _read_unit(u: Unit, vocab_size: int) -> sp.csr_matrix:
     """One row group as a validated CSR matrix."""
     with parquet_file(u.path) as pf:
         t = pf.read_row_group(u.row_group, columns=[WORD_IDS, COUNTS])
+    if u.offset or u.num_rows < t.num_rows:
+        t = t.slice(u.offset, u.num_rows)
     return table_to_csr(t, vocab_size, where=u.path, first_row=u.first_row)
 
 
@@ -287,7 +337,7 @@ def read_doc_ids(units: Sequence[Unit]) -> np.ndarray:
     out = []
     for u in units:
         with parquet_file(u.path) as pf:
-            col = (pf.read_row_group(u.row_group, columns=[DOC_ID]).column(DOC_ID)
+            col = (pf.read_row_group(u.row_group, columns=[DOC_ID]).column(DOC_ID).slice(u.offset, u.num_rows)
                    if DOC_ID in pf.schema_arrow.names else None)
         if col is not None:
             out.append(np.asarray(col.to_pylist(), dtype=object).astype(str))
@@ -295,6 +345,21 @@ def read_doc_ids(units: Sequence[Unit]) -> np.ndarray:
             name = posixpath.basename(u.path.partition("?")[0]) if is_uri(u.path) else Path(u.path).name
             out.append(np.char.add(f"{name}:", np.arange(u.first_row, u.first_row + u.num_rows).astype(str)))
     return np.concatenate(out) if out else np.array([], dtype=str)
+
+
+class UnitBlocks:
+    """The documents of ``units`` read again on every iteration, one unit (row group) at a time.
+
+    Yields ``(CSR counts, document ids or None)`` per unit: the block source of an out-of-core shard
+    (:class:`distdp.lda.streaming.StreamingShard`), which holds one row group at a time.
+    """
+
+    def __init__(self, units: Sequence[Unit], vocab_size: int, with_doc_ids: bool = False):
+        self.units, self.vocab_size, self.with_doc_ids = list(units), vocab_size, with_doc_ids
+
+    def __iter__(self):
+        for u in self.units:
+            yield read_units([u], self.vocab_size), read_doc_ids([u]) if self.with_doc_ids else None
 
 
 def read_corpus(path: str | Path, vocab_size: int) -> sp.csr_matrix:

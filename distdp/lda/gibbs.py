@@ -28,6 +28,8 @@ vectorised equivalent. Its uniforms come from the caller's
 """
 from __future__ import annotations
 
+import functools
+import types
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 
@@ -35,18 +37,13 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import gammaln
 
-try:  # pragma: no cover - exercised through the sampler
-    from numba import njit
-except ImportError:  # pragma: no cover
-    njit = None
-
 #: Tokens whose uniforms are drawn at once (8 MB of float64): the shard's uniforms never exist whole.
 TOKEN_BLOCK = 1 << 20
 
 
 def available() -> bool:
-    """Whether the compiled sampler can run (numba is installed)."""
-    return njit is not None
+    """Whether the compiled sampler can run (numba is installed and imports)."""
+    return kernels() is not None
 
 
 def integral_counts(counts: sp.csr_matrix) -> bool:
@@ -62,67 +59,18 @@ def token_offsets(counts: sp.csr_matrix) -> np.ndarray:
     return out
 
 
-if njit is not None:
-    # Signatures given, so the compiled code is loaded from numba's cache when this module is imported, not
-    # inside the first fit: z holds int16 topics (k < 32,768) or int32.
-    _SEED_SIGS = [f"void(i8[:], i8[:], i8[:], i8[:], {z}[:], i4[:, :], i8[:, :], f8[:], f8[:, :], f8[:], i8)"
-                  for z in ("i2", "i4")]
-    _SWEEP_SIGS = [f"void(i8[:], i8[:], i8[:], i8[:], {z}[:], i4[:, :], {c}[:, :], i8[:], f8[:], f8, f8, f8[:], i8)"
-                   for z in ("i2", "i4") for c in ("i4", "i8")]
+@functools.lru_cache(maxsize=None)
+def kernels() -> types.ModuleType | None:
+    """The compiled per-token loops (:mod:`distdp.lda.gibbs_kernels`), or None where numba cannot be imported.
 
-    @njit(cache=True, nogil=True, inline="always")
-    def _search(p, r):
-        """The first index whose cumulative weight ``p`` reaches ``r`` (the last if none does)."""
-        t = 0
-        while t < p.shape[0] - 1 and p[t] < r:
-            t += 1
-        return t
-
-    @njit(_SEED_SIGS, cache=True, nogil=True)
-    def _seed_rows(indptr, indices, offsets, rows, z, ndk, nwk, alpha, phi_wk, u, u0):
-        """Draw the first topic of every token of ``rows`` ∝ (n_dk + α_k) β̂_kw, document by document."""
-        k = alpha.shape[0]
-        p = np.empty(k)
-        for d in rows:
-            for e in range(indptr[d], indptr[d + 1]):
-                w = indices[e]
-                for i in range(offsets[e], offsets[e + 1]):
-                    s = 0.0
-                    for j in range(k):
-                        s += (ndk[d, j] + alpha[j]) * phi_wk[w, j]
-                        p[j] = s
-                    t = _search(p, u[i - u0] * s)
-                    z[i] = t
-                    ndk[d, t] += 1
-                    nwk[w, t] += 1
-
-    @njit(_SWEEP_SIGS, cache=True, nogil=True)
-    def _sweep_rows(indptr, indices, offsets, rows, z, ndk, nwk, nk, alpha, eta, d_eta, u, u0):
-        """One collapsed Gibbs sweep over the tokens of ``rows``, updating the counts in place."""
-        k = alpha.shape[0]
-        p = np.empty(k)
-        inv = np.empty(k)
-        for j in range(k):
-            inv[j] = 1.0 / (nk[j] + d_eta)
-        for d in rows:
-            for e in range(indptr[d], indptr[d + 1]):
-                w = indices[e]
-                for i in range(offsets[e], offsets[e + 1]):
-                    t = z[i]
-                    ndk[d, t] -= 1
-                    nwk[w, t] -= 1
-                    nk[t] -= 1
-                    inv[t] = 1.0 / (nk[t] + d_eta)
-                    s = 0.0
-                    for j in range(k):
-                        s += (ndk[d, j] + alpha[j]) * (nwk[w, j] + eta) * inv[j]
-                        p[j] = s
-                    t = _search(p, u[i - u0] * s)
-                    z[i] = t
-                    ndk[d, t] += 1
-                    nwk[w, t] += 1
-                    nk[t] += 1
-                    inv[t] = 1.0 / (nk[t] + d_eta)
+    Imported on first use, not with this module: a shard that never samples, such as a Ray actor of a
+    spectral fit, does not pay numba's import and cache load.
+    """
+    try:
+        from distdp.lda import gibbs_kernels
+    except ImportError:  # pragma: no cover - numba is a dependency
+        return None
+    return gibbs_kernels
 
 
 #: Parts each shard's documents are split into for sampling (AD-LDA within the shard, one thread per part where
@@ -195,7 +143,7 @@ class ShardChain:
         rng = np.random.default_rng(self.seed.spawn(1)[0])
         for blocks in self.parts:                          # documents are independent given β̂: one count array
             for rows, u0, n in blocks:
-                _seed_rows(self.indptr, self.indices, self.offsets, rows, self.z, self.ndk, self.nwk, a, phi,
+                kernels().seed_rows(self.indptr, self.indices, self.offsets, rows, self.z, self.ndk, self.nwk, a, phi,
                            rng.random(n), u0)
         self.sweeps = 0
         work = int(self.offsets[-1]) * k // PARTS
@@ -211,7 +159,7 @@ class ShardChain:
         local_nk = nk.copy()
         rng = np.random.default_rng(seed)
         for rows, u0, n in blocks:
-            _sweep_rows(self.indptr, self.indices, self.offsets, rows, self.z, self.ndk, local, local_nk, alpha,
+            kernels().sweep_rows(self.indptr, self.indices, self.offsets, rows, self.z, self.ndk, local, local_nk, alpha,
                         eta, nwk.shape[0] * eta, rng.random(n), u0)
         local -= nwk
         return local

@@ -76,6 +76,11 @@ class Shard:
         self._chain = None
 
     @property
+    def nnz(self) -> int:
+        """Stored (document, word) counts."""
+        return int(self.counts.nnz)
+
+    @property
     def vocab_size(self) -> int:
         """Number of columns ``d``."""
         return int(self.counts.shape[1])

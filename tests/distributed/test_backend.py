@@ -44,6 +44,10 @@ def test_ray_equals_in_process(ray_session, corpus_dir, tensor):
     # per-round traffic is O(d·p) or O(k³): independent of the 6,000 documents; one d×p array per shard
     # (the U-statistic's q term is folded into e2 on the shard, and q returned as a scalar 0)
     assert traffic["m2_product"] == 3 * D * (K + 10) * 8
+    # every round's time is recorded, and a round lasts at least as long as its slowest shard's work
+    rounds = ray_fit.info["resources"]["round_s"]
+    assert rounds["first_pass"]["rounds"] + rounds["m2_product"]["rounds"] == ray_fit.info["whitening"]["m2_products"]
+    assert all(0 < r["slowest_shard_s"] <= r["wall_s"] for r in rounds.values())
 
 
 def test_corpus_by_uri_on_ray(ray_session, corpus_dir):
@@ -53,6 +57,16 @@ def test_corpus_by_uri_on_ray(ray_session, corpus_dir):
                              cluster=ClusterOptions(workers=3))
     np.testing.assert_allclose(ray_fit.topic_word, reference(corpus_dir, 3, refine=None).topic_word, rtol=1e-10, atol=1e-14)
     assert ray_fit.vocab == [f"w{i}" for i in range(D)]
+
+
+def test_out_of_core_on_ray(ray_session, corpus_dir):
+    """Actors that keep no documents but re-read their row groups every pass: the in-memory fit's numbers
+    (rounding apart, as above), and each pass's rounds recorded as for in-memory shards."""
+    ray_fit = distdp.fit_lda(corpus_dir, K, alpha0=0.8, seed=5, progress=False, refine=0,
+                             cluster=ClusterOptions(workers=3, out_of_core=True))
+    assert ray_fit.info["parameters"]["out_of_core"] is True
+    np.testing.assert_allclose(ray_fit.topic_word, reference(corpus_dir, 3).topic_word, rtol=1e-10, atol=1e-14)
+    assert ray_fit.info["resources"]["round_s"]["m2_product"]["rounds"] >= 1
 
 
 def test_cluster_without_cpus_needs_workers(ray_session, corpus_dir, monkeypatch):

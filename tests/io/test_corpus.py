@@ -5,6 +5,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from distdp.io import corpus as cio
 from distdp.api import ClusterOptions
@@ -28,10 +30,38 @@ def test_round_trip_and_row_groups(tmp_path):
     assert (back != X).nnz == 0
     d, words = cio.resolve_vocab(tmp_path / "c")
     assert d == 40 and words[3] == "w3"
-    groups = cio.partition(units, 4)
-    assert len(groups) == 4 and [u for g in groups for u in g] == units
-    sizes = [sum(u.num_rows for u in g) for g in groups]
-    assert max(sizes) - min(sizes) <= 25  # balanced to one row group
+    assert [u for g in cio.partition(units, 3) for u in g] == units   # one file each: whole row groups
+    for n in (3, 4, 7):
+        parts = cio.partition(units, n)
+        sizes = [sum(u.num_rows for u in g) for g in parts]
+        assert len(parts) == n and (max(sizes) - min(sizes) <= 1 or max(sizes) <= cio.BALANCE * 230 / n)
+        back = sp.vstack([cio.read_units(g, 40) for g in parts], format="csr")
+        assert (back != X).nnz == 0            # every row once, in order, also from cut row groups
+        labels = np.concatenate([cio.read_doc_ids(g) for g in parts])
+        assert list(labels) == list(cio.read_doc_ids(units))
+    assert any(u.num_rows < 25 and u.offset for g in cio.partition(units, 7) for u in g)  # 7 parts cut groups
+
+
+@settings(max_examples=200, deadline=None)
+@given(sizes=st.lists(st.integers(1, 60), min_size=1, max_size=12), n_parts=st.integers(1, 20))
+def test_partition_covers_every_row_once_and_balances(sizes, n_parts):
+    """Any row groups over any number of shards: the shards hold every row once, in order, and either
+    whole row groups within BALANCE of the mean rows or equal rows (±1) with cut row groups."""
+    units, first = [], 0
+    for g, n in enumerate(sizes):
+        units.append(cio.Unit("f.parquet", g, first, n, nonzeros=10 * n))
+        first += n
+    parts = cio.partition(units, n_parts)
+    rows = [(u.row_group, u.offset + i) for g in parts for u in g for i in range(u.num_rows)]
+    assert rows == [(g, i) for g, n in enumerate(sizes) for i in range(n)]
+    assert all(u.first_row == units[u.row_group].first_row + u.offset for g in parts for u in g)
+    counts = [sum(u.num_rows for u in g) for g in parts]
+    total, n = sum(sizes), min(n_parts, sum(sizes))
+    assert len(parts) <= n and min(counts) > 0
+    if any(u.num_rows < units[u.row_group].num_rows for g in parts for u in g):
+        assert len(parts) == n and max(counts) - min(counts) <= 1
+    else:
+        assert max(counts) <= cio.BALANCE * total / n
 
 
 def test_corpus_by_uri_reads_as_the_local_path(tmp_path):

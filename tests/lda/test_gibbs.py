@@ -217,3 +217,13 @@ def test_word_log_likelihood_skips_only_zero_terms():
     dense = ((gammaln(d * eta) - gammaln(nwk.sum(axis=0) + d * eta)).sum()
              + (gammaln(nwk + eta) - gammaln(eta)).sum())
     assert gibbs.word_log_likelihood(nwk, eta) == pytest.approx(dense, rel=1e-12)
+
+
+def test_a_shard_imports_no_numba_until_it_samples():
+    """A spectral fit's shard (a Ray actor's whole import) leaves numba out; the first sampling loads it."""
+    import subprocess
+    import sys
+
+    code = ("import sys; import distdp.lda.shard; assert 'numba' not in sys.modules; "
+            "from distdp.lda import gibbs; gibbs.kernels(); assert 'numba' in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)
