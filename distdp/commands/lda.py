@@ -176,7 +176,8 @@ def run(args) -> int:
 
 
 def where_it_ran(parameters: dict) -> str:
-    """``in this process`` or ``on Ray, N workers``, and ``out of core`` where it streamed (model.json's parameters)."""
+    """``in this process, N shards`` or ``on Ray, N shards``, and ``out of core`` where the shards re-read their
+    row groups every pass (from model.json's parameters)."""
     workers = parameters.get("workers")
     where = ("on Ray, " if parameters.get("backend") == "ray" else "in this process, ") + \
         (f"{workers} shard{'s' if workers != 1 else ''}" if workers is not None else "")

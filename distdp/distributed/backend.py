@@ -1,7 +1,8 @@
 """Ray shard actors and the backend the coordinator talks to.
 
 Each :class:`ShardActor` reads its row groups of the parquet corpus once and
-keeps them, as an instance of the shard class it is given (a class taking a
+keeps them (or, out of core, reads them again for every pass), as an instance
+of the shard class it is given (a class taking a
 CSR count matrix and document ids, such as :class:`distdp.lda.shard.Shard`),
 across passes. The driver calls one shard method on every actor and gets
 small arrays back; large arguments (``W``, test blocks) go through the object
@@ -47,7 +48,7 @@ def method_name(method: Callable) -> str:
 
 @ray.remote
 class ShardActor:
-    """Holds one shard's documents in memory and serves the coordinator's passes."""
+    """Holds one shard (its documents, or out of core its row groups to read again) and serves the passes."""
 
     def __init__(self, shard_class: type, units: Sequence[Unit] | None, vocab_size: int, counts=None,
                  with_doc_ids: bool = False, stream: bool = False):
