@@ -32,6 +32,11 @@ entries or rows. A row with no observed entry gets 0 (its ridge solution with
 λ > 0); with λ = 0 a singular system falls back to the minimum-norm solution
 (``np.linalg.pinv``).
 
+Extrapolation: after each sweep, the step X + β (X − X_prev) along the
+sweep's change of every block is tried and kept only where it lowers f (ALS
+with line search, :func:`extrapolate`), so f still never increases; where
+ALS crawls (a "swamp"), one such step covers many sweeps.
+
 Stopping: after each sweep, stop when (f_prev − f)/f_prev < ``tol`` (the
 relative decrease of the objective); ``converged`` says whether that happened
 within ``max_sweeps``. The sufficient statistics (per-row Gram matrices and
@@ -74,6 +79,10 @@ class ALSConfig:
     init_scale : float
         Standard deviation of the initial model entries (the data-independent
         initialisation of :func:`cp.init_factors` / :func:`tucker.init_factors`).
+    extrapolate : bool
+        After each sweep, try the step ``X + β (X − X_prev)`` along the
+        sweep's change and keep it where it lowers the objective (ALS with
+        line search; :func:`extrapolate`).
     chunk : int
         Entries per chunk of the segment sums (memory: chunk·R² floats; Tucker
         core: chunk·R³).
@@ -84,6 +93,7 @@ class ALSConfig:
     lam: float = 0.01
     lam_core: float = 0.0
     init_scale: float = 0.1
+    extrapolate: bool = True
     chunk: int = CHUNK
 
     def __post_init__(self):
@@ -410,6 +420,38 @@ def core_cg(stats, factors, lam_core: float, max_iter: int, rtol: float = 1e-10)
     return x
 
 
+#: The extrapolation step β of :func:`extrapolate`: its first value, the factor it grows by after a step that
+#: lowered the objective, the factor it shrinks by after one that did not, and its bound.
+STEP_START, STEP_GROW, STEP_SHRINK, STEP_MAX = 0.5, 1.5, 4.0, 8.0
+
+
+def extrapolate(factors: list, before: list, f: float, beta: float, objective_of: Callable) -> tuple:
+    """One extrapolation after a sweep: ``X + β (X − X_prev)`` for every block, kept if it lowers the objective.
+
+    ALS crawls through "swamps", where every sweep moves the blocks a little in the same direction
+    (Bro 1998; Rajih, Comon & Harshman 2008, "enhanced line search"): a step along the sweep's change
+    covers many sweeps at once. The step is kept only where the objective falls, so the iterates stay
+    monotone; β adapts as in Ang & Gillis (2019): ×:data:`STEP_GROW` after a kept step (at most
+    :data:`STEP_MAX`), ÷:data:`STEP_SHRINK` after a refused one. Costs one objective evaluation
+    (O(|Ω| R), Tucker O(|Ω| R³)) against a sweep's normal equations (O(|Ω| R²) per mode).
+
+    Returns
+    -------
+    factors : list of ndarray
+        The extrapolated blocks, or ``factors`` unchanged.
+    f : float
+        Their objective.
+    beta : float
+        The next step.
+    """
+    trial = [F + beta * (F - G) for F, G in zip(factors, before)]
+    if all(np.isfinite(F).all() for F in trial):
+        f_trial = objective_of(trial)
+        if f_trial < f:
+            return trial, f_trial, min(beta * STEP_GROW, STEP_MAX)
+    return factors, f, beta / STEP_SHRINK
+
+
 DIRECT_CORE_MAX = 64      # R³ up to this (R ≤ 4): form the R³×R³ system; above: conjugate gradients
 CORE_CG_ITERS = 5         # CG iterations per sweep (warm-started: the core keeps improving across sweeps)
 
@@ -473,7 +515,7 @@ def run_als(model_name: str, train: Optional[Observations], rank: int, cfg: ALSC
         return stats.data_term(fs) + penalty(fs, cfg.lam, cfg.lam_core)
 
     f = objective_of(factors)
-    objective, step_norm, converged = [f], [], False
+    objective, step_norm, converged, beta = [f], [], False, STEP_START
     for sweep in range(1, cfg.max_sweeps + 1):
         before = [F.copy() for F in factors]
         for mode in range(3):
@@ -489,6 +531,8 @@ def run_als(model_name: str, train: Optional[Observations], rank: int, cfg: ALSC
         if not all(np.isfinite(F).all() for F in factors):
             raise SGDDivergedError(f"ALS produced non-finite factors in sweep {sweep}: rescale the values", sweep)
         f_new = objective_of(factors)
+        if cfg.extrapolate and sweep > 1:
+            factors, f_new, beta = extrapolate(factors, before, f_new, beta, objective_of)
         objective.append(f_new)
         step_norm.append(float(np.sqrt(sum(np.sum((F - G) ** 2) for F, G in zip(factors, before)))))
         if progress is not None:
@@ -504,4 +548,4 @@ def run_als(model_name: str, train: Optional[Observations], rank: int, cfg: ALSC
 
 
 __all__ = ["ALSConfig", "ModeOrder", "EntryStats", "design", "normal_equations", "solve_rows",
-           "core_normal_equations", "solve_core", "core_cg", "rebalance", "penalty", "run_als"]
+           "core_normal_equations", "solve_core", "core_cg", "rebalance", "penalty", "extrapolate", "run_als"]

@@ -98,6 +98,22 @@ def test_objective_decreases_monotonically(model):
     assert f[-1] < f[0]
 
 
+def test_extrapolation_is_kept_only_where_it_lowers_the_objective():
+    """The step X + β(X − X_prev) replaces X only if the objective falls; β grows after a kept step and
+    shrinks after a refused one (here on the quadratic f(X) = ‖X − T‖²: along the line from X_prev
+    through X the minimum is at T)."""
+    T = np.ones((2, 2))
+
+    def f(blocks):
+        return float(np.sum((blocks[0] - T) ** 2))
+
+    prev, cur = [np.zeros((2, 2))], [np.full((2, 2), 0.5)]           # T lies one step further on
+    out, f_out, beta = als.extrapolate(cur, prev, f(cur), 0.5, f)
+    assert f_out == f(out) < f(cur) and np.allclose(out[0], 0.75) and beta == 0.5 * als.STEP_GROW
+    out, f_out, beta = als.extrapolate(cur, prev, f(cur), 4.0, f)   # overshoots to 2.5: refused
+    assert out is cur and f_out == f(cur) and beta == 4.0 / als.STEP_SHRINK
+
+
 @pytest.mark.parametrize("model", ["cp", "tucker"])
 def test_reaches_the_least_squares_optimum_on_a_noiseless_low_rank_tensor(model):
     """Noiseless exact rank-3 20×20×20, 50% missing, 80/20 split, offset 0.
