@@ -17,13 +17,12 @@ private fits hold their shards in memory.
 """
 from __future__ import annotations
 
-import functools
-import operator
 from typing import Iterable, Protocol
 
 import numpy as np
 import scipy.sparse as sp
 
+from distdp.lda.moments import sum_partials
 from distdp.lda.shard import Shard
 
 
@@ -43,10 +42,6 @@ class MatrixBlocks:
     def __iter__(self):
         for i, b in enumerate(self.blocks):
             yield b, None if self.ids is None else self.ids[i]
-
-
-def _sum(parts):
-    return functools.reduce(operator.add, parts)
 
 
 class StreamingShard:
@@ -90,23 +85,23 @@ class StreamingShard:
 
     def first_pass(self, omega: np.ndarray, precision: str = "float64"):
         """:meth:`Shard.first_pass`, summed over the blocks."""
-        return _sum(s.first_pass(omega, precision) for s in self._shards())
+        return sum_partials(s.first_pass(omega, precision) for s in self._shards())
 
     def m2_product(self, omega: np.ndarray, q_scale: float | None = None, precision: str = "float64"):
         """:meth:`Shard.m2_product`, summed over the blocks."""
-        return _sum(s.m2_product(omega, q_scale, precision) for s in self._shards())
+        return sum_partials(s.m2_product(omega, q_scale, precision) for s in self._shards())
 
     def m2_dense(self):
         """:meth:`Shard.m2_dense`, summed over the blocks."""
-        return _sum(s.m2_dense() for s in self._shards())
+        return sum_partials(s.m2_dense() for s in self._shards())
 
     def tensor_partial(self, W: np.ndarray, weights, with_cube: bool = True, key=None):
         """:meth:`Shard.tensor_partial`, summed over the blocks (``Y = C W`` is not kept between passes)."""
-        return _sum(s.tensor_partial(W, weights, with_cube) for s in self._shards())
+        return sum_partials(s.tensor_partial(W, weights, with_cube) for s in self._shards())
 
     def cube_apply(self, W: np.ndarray, weights, U: np.ndarray, key=None) -> np.ndarray:
         """:meth:`Shard.cube_apply`, summed over the blocks (``Y`` recomputed block by block)."""
-        return _sum(s.cube_apply(W, weights, U) for s in self._shards())
+        return sum_partials(s.cube_apply(W, weights, U) for s in self._shards())
 
     def e_step(self, exp_elog_beta: np.ndarray, elog_beta: np.ndarray, alpha: np.ndarray, key=None,
                max_iter: int = 100, tol: float = 1e-3, norm_cap: float | None = None,
@@ -116,8 +111,8 @@ class StreamingShard:
         parts = [s.e_step(exp_elog_beta, elog_beta, alpha, None, max_iter, tol, norm_cap, scales, relative_tol)
                  for s in self._shards()]
         sstats, bound, n, iters, elog = zip(*parts)
-        return (_sum(sstats), _sum(bound), _sum(n), max(iters),
-                None if any(e is None for e in elog) else _sum(elog))
+        return (sum_partials(sstats), sum_partials(bound), sum_partials(n), max(iters),
+                None if any(e is None for e in elog) else sum_partials(elog))
 
     def transform(self, exp_elog_beta: np.ndarray, alpha: np.ndarray, max_iter: int = 100,
                   tol: float = 1e-3) -> tuple:
@@ -132,11 +127,11 @@ class StreamingShard:
 
     def cooccurrence(self, words: np.ndarray):
         """:meth:`Shard.cooccurrence`, summed over the blocks."""
-        return _sum(s.cooccurrence(words) for s in self._shards())
+        return sum_partials(s.cooccurrence(words) for s in self._shards())
 
     def term_frequency(self) -> np.ndarray:
         """Total count of every word (d,)."""
-        return _sum(s.term_frequency() for s in self._shards())
+        return sum_partials(s.term_frequency() for s in self._shards())
 
     def gibbs_start(self, *args, **kwargs):
         """Refused: the chain keeps a topic for every token, more memory than the counts it streams."""
