@@ -267,7 +267,8 @@ def machine() -> str:
     """CPU count and model, from the OS."""
     model = "?"
     try:
-        model = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
+        with open("/proc/cpuinfo") as fh:
+            model = next(line.split(":", 1)[1].strip() for line in fh if line.startswith("model name"))
     except (OSError, StopIteration):
         pass
     return f"{os.cpu_count()} CPUs ({model})"
@@ -301,12 +302,12 @@ def sweep(a) -> None:
             runs[w].append(fit)
             print(f"W={w:2d} round {r}: end to end {fit['end_to_end_s']:.1f} s (Ray start {fit['ray_init_s']:.1f}, "
                   f"actors start + read {t.get('read', 0):.1f}, fit {fit['compute_s']:.1f}: slowest shards "
-                  f"{fit['slowest_shard_s']:.1f} + rounds' overhead {fit['round_overhead_s']:.1f}), L1 {fit['l1']:.3f}, "
-                  f"peak {fit['memory']['peak_pss_sum_gib']:.2f} GiB", flush=True)
+                  f"{fit['slowest_shard_s']:.1f} + rounds' overhead {fit['round_overhead_s']:.1f}), "
+                  f"L1 {fit['l1']:.3f}, peak {fit['memory']['peak_pss_sum_gib']:.2f} GiB", flush=True)
             for n, rs in runs.items():
                 if rs:
-                    med = {key: float(np.median([x[key] for x in rs])) for key in ("end_to_end_s", "compute_s", "ray_init_s",
-                                                                     "slowest_shard_s", "round_overhead_s")}
+                    keys = ("end_to_end_s", "compute_s", "ray_init_s", "slowest_shard_s", "round_overhead_s")
+                    med = {key: float(np.median([x[key] for x in rs])) for key in keys}
                     med["read_s"] = float(np.median([x["timings_s"]["read"] for x in rs]))
                     summary[n] = {**med, "runs": len(rs)}
             if counts[0] in summary:
