@@ -141,10 +141,11 @@ class ShardChain:
         phi = np.array(phi_wk, dtype=np.float64, order="C")         # copies: Ray hands arrays over read-only
         a = np.array(alpha, dtype=np.float64)
         rng = np.random.default_rng(self.seed.spawn(1)[0])
+        seed_rows = kernels().seed_rows
         for blocks in self.parts:                          # documents are independent given β̂: one count array
             for rows, u0, n in blocks:
-                kernels().seed_rows(self.indptr, self.indices, self.offsets, rows, self.z, self.ndk, self.nwk, a, phi,
-                           rng.random(n), u0)
+                seed_rows(self.indptr, self.indices, self.offsets, rows, self.z, self.ndk, self.nwk, a, phi,
+                          rng.random(n), u0)
         self.sweeps = 0
         work = int(self.offsets[-1]) * k // PARTS
         self._pool = None
@@ -158,9 +159,10 @@ class ShardChain:
         local = nwk.copy()
         local_nk = nk.copy()
         rng = np.random.default_rng(seed)
+        sweep_rows = kernels().sweep_rows
         for rows, u0, n in blocks:
-            kernels().sweep_rows(self.indptr, self.indices, self.offsets, rows, self.z, self.ndk, local, local_nk, alpha,
-                        eta, nwk.shape[0] * eta, rng.random(n), u0)
+            sweep_rows(self.indptr, self.indices, self.offsets, rows, self.z, self.ndk, local, local_nk, alpha,
+                       eta, nwk.shape[0] * eta, rng.random(n), u0)
         local -= nwk
         return local
 

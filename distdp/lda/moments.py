@@ -196,8 +196,8 @@ def weighted_cube_sum(Y: np.ndarray, weights: np.ndarray, block: int = DOC_BLOCK
     pick another kernel for small k: below, the full product is kept).
     """
     n, k = Y.shape
+    block = max(1, min(block, PRODUCT_BLOCK_ENTRIES // (k * k)))
     if k < HALF_CUBE_K:
-        block = max(1, min(block, PRODUCT_BLOCK_ENTRIES // (k * k)))
         out = np.zeros((k * k, k))
         for start in range(0, n, block):
             Yb = Y[start:start + block]
@@ -206,7 +206,6 @@ def weighted_cube_sum(Y: np.ndarray, weights: np.ndarray, block: int = DOC_BLOCK
         return out.reshape(k, k, k)
     rows_i, cols_j = np.triu_indices(k)
     offsets = np.concatenate([[0], np.cumsum(np.arange(k, 0, -1))])    # row i's pairs (i, i..k-1)
-    block = max(1, min(block, PRODUCT_BLOCK_ENTRIES // (k * k)))
     half = np.zeros((len(rows_i), k))
     for start in range(0, n, block):
         Yb = Y[start:start + block]
