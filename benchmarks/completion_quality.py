@@ -274,6 +274,17 @@ def plot(res, path):
     fig.savefig(path, dpi=110)
 
 
+def keep_scale_runs(res: dict, old: dict) -> None:
+    """Carry the scale runs this run did not repeat over from the earlier results ``old`` (they take their own
+    flags)."""
+    kept = [key for key in ("scale", "ray_scale") if key in old and key not in res]
+    for key in kept:
+        res[key] = old[key]
+    if kept:
+        res["notes"] = [f"{key}: kept from the earlier run" for key in kept] + [
+            n for n in old.get("notes", []) if n.split(":")[0] in kept]
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
@@ -308,10 +319,12 @@ def main(argv=None):
         return
     rows = []
     suffix = "_quick" if args.quick else ""
+    saved = OUT / f"completion_quality{suffix}.json"
+    previous = json.loads(saved.read_text()) if saved.exists() else {}
     res = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version()}, "comparisons": rows}
 
     def save():          # after every row: a long run leaves its finished rows behind
-        (OUT / f"completion_quality{suffix}.json").write_text(json.dumps(res, indent=1, default=float))
+        saved.write_text(json.dumps(res, indent=1, default=float))
 
     res["private"] = private_sweep(EPSILONS[:3] if args.quick else EPSILONS)
     save()
@@ -326,6 +339,7 @@ def main(argv=None):
         res["scale"] = scale_run(args.scale)
     if args.ray_scale:
         res["ray_scale"] = ray_scale_run(args.ray_scale)
+    keep_scale_runs(res, previous)
     save()
     plot(res, OUT / f"completion_quality{suffix}.png")
     print(table(rows))

@@ -28,7 +28,7 @@ from typing import Callable, Iterator, Mapping, Optional, Union
 import numpy as np
 
 from distdp.completion import perturbation as pt
-from distdp.completion.als import ALSConfig, run_als
+from distdp.completion.als import ALSConfig, dense_enough, run_als
 from distdp.completion.entries import Observations, split_holdout
 from distdp.privacy.mechanisms import (OPENDP_MAX_ENTRIES, check_delta, check_epsilon, private_generator,
                                       sampler_name)
@@ -550,10 +550,14 @@ def complete(data: Union[Observations, np.ndarray, str, Path], rank: int, *, mod
     if solver == "als":
         cfg = replace(cfg, lam=cfg.lam if lam is None else lam, lam_core=cfg.lam_core if lam_core is None
                       else lam_core)
+    # where ALS forms its sums: the dense mask's products or the entries' segment sums (public: Ω only)
+    layout = None
+    if solver == "als":
+        layout = "dense" if dense_enough(train.shape, train.n, int(rank), model) else "entries"
     try:
         if solver == "als":
             als_cfg = ALSConfig(max_sweeps=int(epochs), tol=float(tol), lam=cfg.lam, lam_core=cfg.lam_core,
-                                init_scale=init_scale)
+                                init_scale=init_scale, dense=layout == "dense")
             factors, trace = run_als(model, train.with_values(x - offset), int(rank), als_cfg, rng,
                                      progress=progress)
         else:
@@ -661,7 +665,7 @@ def complete(data: Union[Observations, np.ndarray, str, Path], rank: int, *, mod
               "lam_core": cfg.lam_core, "tol": tol, "init_scale": init_scale, "offset": offset,
               "offset_source": offset_source, "max_row_norm": cfg.max_row_norm, "max_core_norm": cfg.max_core_norm,
               "projection_radii_from": radii["source"], "seed": seed, "reproducible": reproducible,
-              "solver": solver, "lam_source": lam_source}
+              "solver": solver, "als_layout": layout, "lam_source": lam_source}
     return CompletionResult(model=model, rank=int(rank), A=factors[0], B=factors[1], C=factors[2],
                             G=factors[3] if model == "tucker" else None, offset=float(offset), test_rmse=test_rmse,
                             train_rmse=train_rmse, n_train=train.n, n_test=0 if test is None else test.n,

@@ -403,9 +403,10 @@ def sharded_complete(source, rank: int, *, model: str = "cp", n_shards: Optional
         for a in actors:
             ray.kill(a, no_restart=True)
     config = {"model": model, "rank": int(rank), "perturbation": "none", "holdout": holdout, "solver": "als",
-              "bounds": None if bounds is None else list(bounds), "lam": cfg.lam, "lam_core": cfg.lam_core,
-              "tol": cfg.tol, "epochs": cfg.max_sweeps, "init_scale": init_scale, "offset": float(offset),
-              "offset_source": source_of, "seed": seed, "n_shards": len(actors), "peak_rss_bytes": rss,
+              "als_layout": "entries", "bounds": None if bounds is None else list(bounds), "lam": cfg.lam,
+              "lam_core": cfg.lam_core, "tol": cfg.tol, "epochs": cfg.max_sweeps, "init_scale": init_scale,
+              "offset": float(offset), "offset_source": source_of, "seed": seed, "n_shards": len(actors),
+              "peak_rss_bytes": rss,
               "split": "per shard: numpy.random.default_rng([seed, shard])", "lam_source": lam_source}
     return CompletionResult(model=model, rank=int(rank), A=factors[0], B=factors[1], C=factors[2],
                             G=factors[3] if model == "tucker" else None, offset=float(offset), test_rmse=test_rmse,

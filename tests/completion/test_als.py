@@ -50,6 +50,54 @@ def test_normal_equations_equal_a_per_entry_sum(model, chunk):
 
 
 @pytest.mark.parametrize("model", ["cp", "tucker"])
+@pytest.mark.parametrize("rank, chunk", [(2, 3), (3, 10 ** 9)])
+def test_dense_statistics_equal_the_entry_sums(model, rank, chunk):
+    """DenseStats (the mask's products) gives every sum EntryStats gives (entry by entry), for blocks of any size.
+
+    Both add the same products in another order: each sum has at most 6·5·4 = 120 terms of size ≤ 10, so the
+    rounding is below 120·u·10² ≈ 3e-12 absolute; we allow 1e-11."""
+    _, _, obs = low_rank(model, shape=(6, 5, 4), rank=rank, missing=0.4, sigma=0.1)
+    rng = np.random.default_rng(1)
+    factors = MODELS[model].init_factors(obs.shape, rank, 1.0, rng)
+    entries = als.EntryStats(model, obs.idx, obs.values, chunk=7)
+    dense = als.DenseStats(model, obs.idx, obs.values, obs.shape, chunk=chunk)
+    for mode in range(3):
+        for a, b in zip(dense.normal_equations(factors, mode), entries.normal_equations(factors, mode)):
+            np.testing.assert_allclose(a, b, rtol=0, atol=1e-11)
+    assert dense.data_term(factors) == pytest.approx(entries.data_term(factors), rel=1e-12)
+    assert dense.sum_squares() == pytest.approx(entries.sum_squares(), rel=1e-14)
+    if model == "tucker":
+        V = rng.standard_normal((rank,) * 3)
+        np.testing.assert_allclose(dense.core_rhs(factors), entries.core_rhs(factors), rtol=0, atol=1e-11)
+        np.testing.assert_allclose(dense.core_apply(factors, V), entries.core_apply(factors, V), rtol=0, atol=1e-11)
+        for a, b in zip(dense.core_normal_equations(factors), entries.core_normal_equations(factors)):
+            np.testing.assert_allclose(a, b, rtol=0, atol=1e-11)
+
+
+@pytest.mark.parametrize("model", ["cp", "tucker"])
+def test_dense_and_entry_layouts_fit_the_same_model(model):
+    """run_als with either layout makes the same sweeps: the objectives agree to rounding (1e-10 relative, as
+    the sharded fit's, whose sums are likewise reordered) and so do the factors (ALS is a contraction near its
+    optimum, so the rounding does not grow: 1e-8). The default picks the dense layout for this tensor
+    (4,000 of 8,000 cells observed) and the entry layout for a sparse one."""
+    _, _, obs = low_rank(model, sigma=0.05)
+    cfg = als.ALSConfig(lam=0.05, lam_core=0.01, tol=1e-9)
+    fits = {dense: als.run_als(model, obs, 3, als.ALSConfig(**{**cfg.__dict__, "dense": dense}),
+                               np.random.default_rng(0)) for dense in (True, False)}
+    (fd, td), (fe, te) = fits[True], fits[False]
+    assert td.converged and td.epochs_run == te.epochs_run
+    np.testing.assert_allclose(td.objective, te.objective, rtol=1e-10)
+    for a, b in zip(fd, fe):
+        np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-10)
+    assert isinstance(als.entry_stats(model, obs, 3), als.DenseStats)
+    sparse = obs.subset(np.arange(0, obs.n, 200))                     # 20 of 8,000 cells: 0.25%
+    assert isinstance(als.entry_stats(model, sparse, 3), als.EntryStats)
+    assert not als.dense_enough((als.DENSE_MAX_CELLS + 1, 1, 1), als.DENSE_MAX_CELLS + 1, 3, model)
+    with pytest.raises(ValueError, match="dense must be"):
+        als.ALSConfig(dense="yes")
+
+
+@pytest.mark.parametrize("model", ["cp", "tucker"])
 def test_each_block_update_is_the_exact_minimiser(model):
     """After solving a block, ∂f/∂block = 0 (eq. 6/7 gradient, computed independently by sgd.full_gradient).
 
