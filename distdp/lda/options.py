@@ -102,7 +102,9 @@ class SolverOptions:
         Extra columns of the eigensolver's test block (solver default 10).
     precision : {'auto', 'float64', 'float32'}, default='auto'
         Precision of the shards' sparse products with M2's test blocks (the
-        whitening's cost). ``auto``: float32 for a corpus of at least
+        whitening's cost) and of their row-block products for the explicit
+        whitened tensor; each block's result is added in float64. ``auto``:
+        float32 for a corpus of at least
         :data:`distdp.lda.pipeline.AUTO_FLOAT32_NONZEROS` stored counts
         (whitening 1.4–1.7× faster measured there, the topics moving less
         than a change of seed moves them: benchmarks/precision.py), else

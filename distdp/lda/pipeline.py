@@ -198,8 +198,9 @@ class SpectralParams:
         method's, from Wang & Anandkumar 2016, Thm 4.2).
     precision : {'float64', 'float32'}
         Precision of the shards' sparse products with M2's test blocks
-        (:func:`distdp.lda.moments.m2_product_partial`); the coordinator's
-        arithmetic is float64 either way.
+        (:func:`distdp.lda.moments.m2_product_partial`) and of the explicit
+        whitened tensor's row blocks (:func:`distdp.lda.moments.tensor_partial`);
+        the coordinator's arithmetic is float64 either way.
     """
 
     k: int
@@ -352,7 +353,7 @@ def fit_spectral(backend: Backend, vocab_size: int, params: SpectralParams, rng:
     key = matrix_key(W)
 
     with st.timed("whitened_tensor"):
-        tp = sum_partials(backend.call(Shard.tensor_partial, W_ref, weights, not implicit, key))
+        tp = sum_partials(backend.call(Shard.tensor_partial, W_ref, weights, not implicit, key, params.precision))
         wt = moments.WhitenedTensor(W, tp, fp.m1_sum, weights)
     st.step("whitened_tensor")
 

@@ -114,14 +114,15 @@ class Shard:
         return self._Y
 
     def tensor_partial(self, W: np.ndarray, weights: moments.TensorWeights, with_cube: bool = True,
-                       key=None) -> moments.TensorPartial:
+                       key=None, precision: str = "float64") -> moments.TensorPartial:
         """Partial sums of the whitened tensor (:func:`distdp.lda.moments.tensor_partial`).
 
-        The explicit path (``with_cube``) computes ``Y = C W`` in row blocks; the implicit path keeps
-        ``Y`` (n×k) for its per-iteration :meth:`cube_apply` passes.
+        The explicit path (``with_cube``) computes ``Y = C W`` in row blocks, its products in
+        ``precision``; the implicit path keeps ``Y`` (n×k, float64) for its per-iteration
+        :meth:`cube_apply` passes.
         """
         Y = None if with_cube else self._project(W, key)
-        return moments.tensor_partial(self.counts, W, weights, with_cube=with_cube, Y=Y)
+        return moments.tensor_partial(self.counts, W, weights, with_cube=with_cube, Y=Y, dtype=np.dtype(precision))
 
     def cube_apply(self, W: np.ndarray, weights: moments.TensorWeights, U: np.ndarray,
                    key=None) -> np.ndarray:

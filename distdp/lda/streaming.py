@@ -95,9 +95,9 @@ class StreamingShard:
         """:meth:`Shard.m2_dense`, summed over the blocks."""
         return sum_partials(s.m2_dense() for s in self._shards())
 
-    def tensor_partial(self, W: np.ndarray, weights, with_cube: bool = True, key=None):
+    def tensor_partial(self, W: np.ndarray, weights, with_cube: bool = True, key=None, precision: str = "float64"):
         """:meth:`Shard.tensor_partial`, summed over the blocks (``Y = C W`` is not kept between passes)."""
-        return sum_partials(s.tensor_partial(W, weights, with_cube) for s in self._shards())
+        return sum_partials(s.tensor_partial(W, weights, with_cube, None, precision) for s in self._shards())
 
     def cube_apply(self, W: np.ndarray, weights, U: np.ndarray, key=None) -> np.ndarray:
         """:meth:`Shard.cube_apply`, summed over the blocks (``Y`` recomputed block by block)."""

@@ -11,6 +11,7 @@ import scipy.sparse as sp
 
 from distdp.lda import moments
 from distdp.lda.moments import MomentCoefficients, TensorWeights, WhitenedTensor
+from distdp.tensor.forms import check_symmetric
 
 ALPHA0S = [0.0, 0.35, 2.5]  # never 1: the paper's wrong M3 coefficients coincide with the right ones at α0 = 1
 
@@ -266,3 +267,50 @@ def test_float32_products_stay_within_their_rounding_bound(folded, monkeypatch):
     if not folded:
         q_mag = absC.T @ ((w1 * w1)[:, None] * (absC @ np.abs(omega)))
         assert np.all(np.abs(low.q - exact.q) <= n * u / (1 - n * u) * q_mag + 1e-12 * np.abs(exact.q))
+
+
+@pytest.mark.parametrize("k", [6, moments.HALF_CUBE_K])
+def test_float32_tensor_partial_stays_within_its_rounding_bound(k, monkeypatch):
+    """The float32 row-block products of tensor_partial against float64, entry by entry, within a derived bound.
+
+    y = C W is an inner sum of at most L terms after rounding W to float32: |ŷ − y| ≤ γ_{L+1} a, a = |C||W|.
+    Each block entry is then at most three such factors, three more roundings (the weight's cast, the
+    products) and an outer sum of at most R terms (the rows of a block): n = 3(L + 1) + R + 3 roundings of
+    u = 2⁻²⁴, so the error is at most γ_n = nu/(1 − nu) times the entry's sum of absolute terms with a in place
+    of |y| (Higham 2002, §3.1 and Lemma 3.3): Σ |ω| a⊗a⊗a for the cube, |C|ᵀ(|v| ∘ a) for z, aᵀ(|w| ∘ a) for the
+    k×k sums (the cube's mean over its mode permutations keeps the bound: the magnitude is symmetric). The
+    blocks' float64 sum adds rounding of order 1e-16 of the same (the bound's 1e-12 slack). The
+    rows are split into blocks of ≤ 300 (the cube's products into smaller ones) so that the block sums are
+    exercised; k = 6 takes the full Khatri–Rao product, k = HALF_CUBE_K the half one.
+    """
+    rng = np.random.default_rng(0)
+    C = sp.random(1500, 80, density=0.2, random_state=1, data_rvs=lambda n: rng.integers(1, 6, n)).tocsr()
+    C.data = C.data.astype(np.float64)
+    W = rng.standard_normal((80, k))
+    tw = moments.TensorWeights(1500, 1.0)
+    monkeypatch.setattr(moments, "PRODUCT_BLOCK_ENTRIES", 300 * k)
+    exact = moments.tensor_partial(C, W, tw)
+    low = moments.tensor_partial(C, W, tw, dtype=np.float32)
+    w1, w2, w3 = moments.doc_weights(moments.doc_lengths(C))
+    omega, v = np.abs(tw.omega(w1, w2, w3)), np.abs(tw.v(w1, w2, w3))
+    a = abs(C) @ np.abs(W)
+    L, R = int(np.diff(C.indptr).max()), 300
+    n = 3 * (L + 1) + R + 3
+    gamma = n * 2.0 ** -24 / (1 - n * 2.0 ** -24)
+    pairs = [(low.cube, exact.cube, np.einsum("n,ni,nj,nl->ijl", omega, a, a, a)),
+             (low.z, exact.z, abs(C).T @ (v[:, None] * a)),
+             (low.sum_m2, exact.sum_m2, a.T @ (np.abs(w2)[:, None] * a)),
+             (low.sum_m1m1, exact.sum_m1m1, a.T @ ((w1 * w1)[:, None] * a))]
+    for got, want, magnitude in pairs:
+        assert got.dtype == np.float64
+        assert np.all(np.abs(got - want) <= gamma * magnitude + 1e-12 * np.abs(want))
+        assert np.abs(got - want).max() > 0          # float32 was used (the bound is not vacuous here)
+    np.testing.assert_array_equal(low.g, exact.g)     # the diagonal weights stay float64
+    # symmetric as the exact sums are (the means over the index permutations), to float64 rounding, so the
+    # whitened tensor passes the power method's symmetry check
+    assert max(np.abs(low.cube - low.cube.transpose(p)).max() for p in [(0, 2, 1), (1, 0, 2), (2, 1, 0)]) \
+        <= 1e-15 * np.abs(low.cube).max()
+    for S in (low.sum_m2, low.sum_m1m1):
+        assert np.abs(S - S.T).max() <= 1e-15 * np.abs(S).max()
+    m1 = np.asarray(C.multiply(1.0 / C.sum(axis=1)).sum(axis=0)).ravel()
+    check_symmetric(WhitenedTensor(W, low, m1, tw).dense(), 1e-8, "the float32 whitened tensor")
