@@ -67,8 +67,9 @@ def register(sub) -> None:
     p.add_argument("--iters", type=int, help="power-method iterations R")
     p.add_argument("--precision", choices=["auto", "float64", "float32"], default="auto",
                    help="precision of the shards' products with M2's test blocks (the whitening's cost) and of "
-                        f"the whitened tensor's pass; auto: float32 from {AUTO_FLOAT32_NONZEROS:,} stored counts "
-                        "(whitening 1.4–1.7×, tensor pass 1.8–2.9× faster), else float64; non-private fits only")
+                        "the whitened tensor's pass (float32 also soft-locks the eigensolver's converged pairs); "
+                        f"auto: float32 from {AUTO_FLOAT32_NONZEROS:,} stored counts, else float64 (speed: "
+                        "docs/benchmarks/speed.md); non-private fits only")
     p.add_argument("--refine", type=int,
                    help="iterations of the refinement after the spectral fit (LDA only; 0: the pure spectral fit): "
                         f"collapsed Gibbs sweeps (default {DEFAULT_SWEEPS}) or, with --refiner em, most variational "

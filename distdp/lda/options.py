@@ -103,8 +103,10 @@ class SolverOptions:
     precision : {'auto', 'float64', 'float32'}, default='auto'
         Precision of the shards' sparse products with M2's test blocks (the
         whitening's cost) and of their row-block products for the explicit
-        whitened tensor; each block's result is added in float64. ``auto``:
-        float32 for a corpus of at least
+        whitened tensor; each block's result is added in float64; float32 also
+        soft-locks the eigensolver's converged pairs (narrower products:
+        :func:`distdp.lda.whitening.lobpcg_top_eigh`). ``auto``: float32 for
+        a corpus of at least
         :data:`distdp.lda.pipeline.AUTO_FLOAT32_NONZEROS` stored counts
         (whitening 1.4–1.7× faster measured there, the topics moving less
         than a change of seed moves them: benchmarks/precision.py), else
@@ -148,6 +150,7 @@ class SolverOptions:
         if precision == "auto":
             precision = "float32" if nonzeros is not None and nonzeros >= AUTO_FLOAT32_NONZEROS else "float64"
         return SpectralParams(k=k, alpha0=alpha0, model=model, eigensolver=self.eigensolver, precision=precision,
+                              soft_locking=precision == "float32",
                               eig_iters=EIG_MAX_ITERS if self.eig_iters is None else self.eig_iters,
                               eig_tol=EIG_TOL if self.eig_tol is None else self.eig_tol,
                               oversample=self.oversample, tensor=self.tensor, method=self.method,

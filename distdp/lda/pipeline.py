@@ -201,6 +201,9 @@ class SpectralParams:
         (:func:`distdp.lda.moments.m2_product_partial`) and of the explicit
         whitened tensor's row blocks (:func:`distdp.lda.moments.tensor_partial`);
         the coordinator's arithmetic is float64 either way.
+    soft_locking : bool
+        LOBPCG's soft locking (:func:`distdp.lda.whitening.lobpcg_top_eigh`):
+        converged pairs add no columns to the M2 products.
     """
 
     k: int
@@ -215,6 +218,7 @@ class SpectralParams:
     n_restarts: int | None = None
     n_iters: int | None = None
     precision: str = "float64"
+    soft_locking: bool = False
 
     @property
     def moment_alpha0(self) -> float:
@@ -340,7 +344,8 @@ def fit_spectral(backend: Backend, vocab_size: int, params: SpectralParams, rng:
             solve = whitening.lobpcg_top_eigh if params.eigensolver == "lobpcg" else whitening.randomized_top_eigh
             first = m2_times(fp.m2, omega0)
             fp, omega0 = dataclasses.replace(fp, m2=None), None     # d×p arrays not needed from here on
-            wh = solve(apply, first, k, params.eig_iters, params.eig_tol, partial=partial)
+            lock = {"soft_locking": params.soft_locking} if params.eigensolver == "lobpcg" else {}
+            wh = solve(apply, first, k, params.eig_iters, params.eig_tol, partial=partial, **lock)
         else:
             dense = m2_times(sum_partials(backend.call(Shard.m2_dense)), np.eye(d))
             st.step("whitening")

@@ -167,6 +167,8 @@ def test_precision_auto_is_float32_from_the_threshold_and_private_fits_refuse_it
     assert opts.precision == "auto"
     assert opts.spectral_params(5, 1.0, "lda", pipeline.AUTO_FLOAT32_NONZEROS - 1).precision == "float64"
     assert opts.spectral_params(5, 1.0, "lda", pipeline.AUTO_FLOAT32_NONZEROS).precision == "float32"
+    assert opts.spectral_params(5, 1.0, "lda", pipeline.AUTO_FLOAT32_NONZEROS).soft_locking     # the large-corpus mode
+    assert not opts.spectral_params(5, 1.0, "lda", pipeline.AUTO_FLOAT32_NONZEROS - 1).soft_locking
     assert opts.spectral_params(5, 1.0, "lda").precision == "float64"          # size unknown (a private fit)
     X = sample_corpus(400, 30, 2, np.random.default_rng(0)).counts
     with pytest.raises(ValueError, match="--precision: not used by a private fit"):

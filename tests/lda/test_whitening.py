@@ -63,6 +63,33 @@ def test_lobpcg_returns_the_algebraic_top_k_where_negatives_dominate():
         whitening.randomized_top_eigh(lambda X: A @ X, first, k, n_iter=30)
 
 
+def test_lobpcg_soft_locking_multiplies_only_the_unconverged_columns():
+    """Top k = 12 eigenvalues spread from 10 down to 1.05 above a bulk of 100 in [0.1, 1] (the k-th converges
+    slowly, the top ones fast): with soft locking a converged top pair adds no column, so the products
+    multiply fewer columns in all; both runs pass the same stopping test and find the exact top k (1e-8: see
+    the test above for the tolerance). The columns follow residual_active."""
+    rng = np.random.default_rng(3)
+    d, k = 400, 12
+    positive = np.geomspace(10.0, 1.05, k)
+    A, vals, U = _operator(rng, d, np.concatenate([positive, np.linspace(1.0, 0.1, 100)]),
+                           -np.linspace(3.0, 0.5, 10))
+    first = A @ rng.standard_normal((d, k + 10))
+    columns = {}
+    for locking in (False, True):
+        widths = []
+        got = whitening.lobpcg_top_eigh(lambda X: widths.append(X.shape[1]) or A @ X, first, k, max_products=300,
+                                        tol=1e-6, soft_locking=locking)
+        assert got.converged
+        np.testing.assert_allclose(got.eigenvalues, positive, rtol=1e-8)
+        columns[locking] = sum(widths)
+    assert columns[True] < 0.95 * columns[False], columns
+    theta = np.array([3.0, 2.0, 1.0, 0.5])
+    np.testing.assert_array_equal(whitening.residual_active(np.array([1e-9, 1.0, 1e-9]), theta, 3, 1e-6),
+                                  [False, True, False, True])                    # the 4th (oversampling) always
+    assert whitening.residual_active(np.zeros(3), theta, 3, None).all()         # no tolerance: no locking
+    assert whitening.residual_active(np.zeros(3), -theta, 3, 1e-6).all()        # θ_k ≤ 0: no locking
+
+
 def test_partial_returns_the_supported_pairs():
     """Only 4 positive eigenvalues: ``partial`` returns those 4, without it the solver refuses naming the count."""
     rng = np.random.default_rng(1)
