@@ -1,6 +1,6 @@
 """Completion quality and cost: distdp (ALS, defaults) against TensorLy's masked parafac / tucker; private ε-sweeps.
 
-    .venv/bin/python benchmarks/completion_quality.py            # ~36 min on 2 cores (Indian Pines: 25)
+    .venv/bin/python benchmarks/completion_quality.py            # ~12 min on 2 cores
     .venv/bin/python benchmarks/completion_quality.py --quick    # smoke run (small tensors only)
     .venv/bin/python benchmarks/completion_quality.py --only-scale --ray-scale 10000000 --scale 10000000
         # 10⁷ entries: the Ray-sharded path (parquet COO read by 2 actors) and in-process, merged into the JSON

@@ -146,6 +146,11 @@ class ModeOrder:
         return cls(mode, order, rows, starts)
 
 
+def unfold(T: np.ndarray, mode: int) -> np.ndarray:
+    """The mode-``mode`` unfolding (n_mode, rest) of a 3-way array, the other modes in order (C-contiguous)."""
+    return np.ascontiguousarray(np.moveaxis(T, mode, 0)).reshape(T.shape[mode], -1)
+
+
 def design(model_name: str, factors, idx: np.ndarray, mode: int) -> np.ndarray:
     """Per-entry design rows z_e (n, R) of the block ``mode``: x̂_e = F_mode[idx_e] · z_e.
 
@@ -157,9 +162,8 @@ def design(model_name: str, factors, idx: np.ndarray, mode: int) -> np.ndarray:
     U, V = factors[o1][idx[:, o1]], factors[o2][idx[:, o2]]
     if model_name == "cp":
         return U * V
-    G = factors[3]
-    R = G.shape[0]
-    Gm = np.moveaxis(G, mode, 0).reshape(R, R * R)          # (R, R·R), columns ordered (o1, o2)
+    R = factors[3].shape[0]
+    Gm = unfold(factors[3], mode)                           # (R, R·R), columns ordered (o1, o2)
     return (U[:, :, None] * V[:, None, :]).reshape(len(idx), R * R) @ Gm.T
 
 
@@ -280,7 +284,7 @@ def rebalance(model_name: str, factors: list, lam: float, lam_core: float) -> No
     c = lam_core / lam
     for m in range(3):
         P = factors[m].T @ factors[m]
-        Gm = np.moveaxis(factors[3], m, 0).reshape(R, R * R)
+        Gm = unfold(factors[3], m)
         Q = Gm @ Gm.T
         wp, Vp = np.linalg.eigh(P)
         if wp.min() <= 1e-12 * max(wp.max(), 1e-300) or np.linalg.eigvalsh(Q).min() <= 0:
@@ -436,7 +440,6 @@ class DenseStats:
         self.model_name = model_name
         self.shape = tuple(int(n) for n in shape)
         self.chunk = int(chunk)
-        self.n = len(values)
         mask = np.zeros(self.shape)
         mask[tuple(idx.T)] = 1.0
         x = np.zeros(self.shape)
@@ -450,10 +453,7 @@ class DenseStats:
         U, V = factors[o1], factors[o2]
         n2 = len(V)
         step = max(1, columns // n2)
-        Gm = None
-        if self.model_name == "tucker":
-            R = factors[3].shape[0]
-            Gm = np.moveaxis(factors[3], mode, 0).reshape(R, R * R)
+        Gm = unfold(factors[3], mode) if self.model_name == "tucker" else None
         for lo in range(0, len(U), step):
             u = U[lo:lo + step]
             if Gm is None:
@@ -515,11 +515,6 @@ class DenseStats:
         gram = self._project(self._unfolded[0][0], (A2, B2, C2))                  # (R², R², R²)
         gram = gram.reshape((R,) * 6).transpose(0, 2, 4, 1, 3, 5).reshape(R ** 3, R ** 3)
         return gram, self.core_rhs(factors).reshape(R ** 3)
-
-
-def unfold(T: np.ndarray, mode: int) -> np.ndarray:
-    """The mode-``mode`` unfolding (n_mode, rest) of a 3-way array, the other modes in order (C-contiguous)."""
-    return np.ascontiguousarray(np.moveaxis(T, mode, 0)).reshape(T.shape[mode], -1)
 
 
 def entry_stats(model_name: str, train: Observations, rank: int, chunk: int = CHUNK,

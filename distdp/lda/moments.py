@@ -208,20 +208,21 @@ def weighted_cube_sum(Y: np.ndarray, weights: np.ndarray, block: int = DOC_BLOCK
             Yb = Y[start:start + block]
             kr = (Yb[:, :, None] * Yb[:, None, :]).reshape(len(Yb), k * k)
             out += (kr * weights[start:start + block, None]).T @ Yb
-        return out.reshape(k, k, k) if Y.dtype == np.float64 else symmetrize(out.reshape(k, k, k))
-    rows_i, cols_j = np.triu_indices(k)
-    offsets = np.concatenate([[0], np.cumsum(np.arange(k, 0, -1))])    # row i's pairs (i, i..k-1)
-    half = np.zeros((len(rows_i), k))
-    for start in range(0, n, block):
-        Yb = Y[start:start + block]
-        kr = np.empty((len(Yb), len(rows_i)), dtype=Y.dtype)
-        for i in range(k):
-            np.multiply(Yb[:, i:i + 1], Yb[:, i:], out=kr[:, offsets[i]:offsets[i + 1]])
-        kr *= weights[start:start + block, None]
-        half += kr.T @ Yb
-    out = np.empty((k, k, k))
-    out[rows_i, cols_j] = half
-    out[cols_j, rows_i] = half
+        out = out.reshape(k, k, k)
+    else:
+        rows_i, cols_j = np.triu_indices(k)
+        offsets = np.concatenate([[0], np.cumsum(np.arange(k, 0, -1))])    # row i's pairs (i, i..k-1)
+        half = np.zeros((len(rows_i), k))
+        for start in range(0, n, block):
+            Yb = Y[start:start + block]
+            kr = np.empty((len(Yb), len(rows_i)), dtype=Y.dtype)
+            for i in range(k):
+                np.multiply(Yb[:, i:i + 1], Yb[:, i:], out=kr[:, offsets[i]:offsets[i + 1]])
+            kr *= weights[start:start + block, None]
+            half += kr.T @ Yb
+        out = np.empty((k, k, k))
+        out[rows_i, cols_j] = half
+        out[cols_j, rows_i] = half
     return out if Y.dtype == np.float64 else symmetrize(out)
 
 
@@ -280,6 +281,14 @@ class M2ProductPartial:
         return M2ProductPartial(self.e2 + other.e2, self.q + other.q)
 
 
+def with_value_dtype(counts: sp.csr_matrix, dtype) -> sp.csr_matrix:
+    """``counts`` with its values in ``dtype``: a cast of the values only (the indices are shared), one pass
+    over the nonzeros; ``counts`` itself when it already has that type."""
+    if counts.dtype == dtype:
+        return counts
+    return sp.csr_matrix((counts.data.astype(dtype), counts.indices, counts.indptr), shape=counts.shape)
+
+
 def m2_product_partial(counts: sp.csr_matrix, omega: np.ndarray, q_scale: float | None = None,
                        doc_scale: np.ndarray | None = None, dtype=np.float64) -> M2ProductPartial:
     """Partial sums of ``M2 Ω`` from a shard's eligible documents (never d×d).
@@ -320,8 +329,7 @@ def m2_product_partial(counts: sp.csr_matrix, omega: np.ndarray, q_scale: float 
     om = omega if omega.dtype == work else omega.astype(work)
 
     def block(a, b, blk):  # C Ω for one row block: O(block·p) memory
-        if blk.dtype != work:   # a cast of the block's values only (indices shared): one pass over its nonzeros
-            blk = sp.csr_matrix((blk.data.astype(work), blk.indices, blk.indptr), shape=blk.shape)
+        blk = with_value_dtype(blk, work)
         c_omega, bt = np.asarray(blk @ om), blk.T
         if q_scale is not None:
             folded = (w2[a:b] + q_scale * w1[a:b] * w1[a:b]).astype(work, copy=False)
@@ -475,16 +483,13 @@ def tensor_partial(counts: sp.csr_matrix, W: np.ndarray, weights: TensorWeights,
     work = np.dtype(dtype) if Y is None else Y.dtype
     Wc = W.astype(work, copy=False)
 
+    def f64(x, symmetric=False):     # float32 rounds Yᵀ D Y's (i, j) and (j, i) differently: their mean
+        x = np.asarray(x, dtype=np.float64)
+        return (x + x.T) / 2.0 if symmetric and work != np.float64 else x
+
     def block(a, b, blk, Yb=None):  # Y = C W for one row block unless given: O(block·k) memory
-        if Yb is None:
-            if blk.dtype != work:      # a cast of the block's values only (indices shared)
-                blk = sp.csr_matrix((blk.data.astype(work), blk.indices, blk.indptr), shape=blk.shape)
-            Yb = np.asarray(blk @ Wc)
-
-        def f64(x, symmetric=False):     # float32 rounds Yᵀ D Y's (i, j) and (j, i) differently: their mean
-            x = np.asarray(x, dtype=np.float64)
-            return (x + x.T) / 2.0 if symmetric and work != np.float64 else x
-
+        blk = with_value_dtype(blk, work)
+        Yb = np.asarray(blk @ Wc) if Yb is None else Yb
         vb, w2b, w1sq = (x.astype(work, copy=False) for x in (v[a:b], w2[a:b], w1[a:b] * w1[a:b]))
         return TensorPartial(weighted_cube_sum(Yb, omega[a:b]) if with_cube else None,
                              f64(blk.T @ (Yb * vb[:, None])), 0.0, f64((Yb * w2b[:, None]).T @ Yb, True),
