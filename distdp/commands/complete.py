@@ -38,8 +38,9 @@ def register(sub) -> None:
     p.add_argument("--epochs", type=int, help="SGD: passes over the training entries (default 100); ALS: the most "
                                               "sweeps (default 500)")
     p.add_argument("--batch-size", type=int, help="entries per SGD step (default 64)")
-    p.add_argument("--lam", type=float, help="λ (CP) or λo (Tucker); default paper's")
-    p.add_argument("--lam-core", type=float, help="λg (Tucker); default paper's")
+    p.add_argument("--lam", type=float, help="λ (CP) or λo (Tucker). Default: ALS chooses it by the RMSE on 10%% of "
+                                             "the training entries held out (a path around c·σ^p); SGD the paper's")
+    p.add_argument("--lam-core", type=float, help="λg (Tucker). Default: ALS λo/10; SGD the paper's")
     p.add_argument("--tol", type=float, help="stop when the objective's relative decrease falls below this "
                                              "(none/input; default ALS 1e-7, SGD 0: all passes)")
     p.add_argument("--offset", type=float,

@@ -28,7 +28,7 @@ from typing import Callable, Iterator, Mapping, Optional, Union
 import numpy as np
 
 from distdp.completion import perturbation as pt
-from distdp.completion.als import ALSConfig, dense_enough, run_als
+from distdp.completion.als import ALSConfig, LambdaSearch, choose_lambda, dense_enough, run_als
 from distdp.completion.entries import Observations, split_holdout
 from distdp.privacy.mechanisms import (OPENDP_MAX_ENTRIES, check_delta, check_epsilon, private_generator,
                                       sampler_name)
@@ -121,12 +121,18 @@ class CompletionSolver:
         next to the all-zero stationary point).
     lam, lam_core : float, optional
         λ (λo) and λg. SGD default: the paper's (CP 0.01; Tucker 0.001,
-        0.0001). ALS default: λ = 0.5·σ^(4/3) (CP) or λo = 2·σ^(3/2),
-        λg = λo/10 (Tucker), σ the standard deviation of the values fitted —
-        scale-equivariant (values × s give the fit × s); the paper's fixed λ,
-        made for values in [0, 1], lets fits of real tensors overfit. Under
-        ``input`` σ is that of the noisy released values (post-processing).
-        ``config['lam_source']`` says which.
+        0.0001). ALS default: chosen by validation
+        (:func:`distdp.completion.als.choose_lambda`): 10% of the training
+        entries are held out and the λ with the smallest RMSE on them is
+        taken from the path λ₀·4^j, |j| ≤ 4, around λ₀ = 0.5·σ^(4/3) (CP) or
+        λo = 2·σ^(3/2), λg = λo/10 (Tucker), σ the standard deviation of the
+        values fitted (scale-equivariant: values × s give the fit × s); the
+        fit on every training entry then starts from that λ's path fit. The
+        best λ differs between tensors by orders of magnitude, and the
+        paper's fixed λ, made for values in [0, 1], lets fits of real tensors
+        overfit. Under ``input`` only the noisy released values are used
+        (post-processing). ``config['lam_source']`` says which;
+        ``config['lam_path']`` lists the path (λ, held-out RMSE, sweeps).
     """
 
     method: str = "auto"
@@ -212,7 +218,8 @@ class CompletionResult:
         Passes, steps, objective per pass, convergence.
     privacy : PrivacyReport
     timings : dict
-        Seconds: ``perturb``, ``sgd`` or ``als`` (the solver's), ``total``.
+        Seconds: ``perturb``, ``lam_search`` (ALS's λ path, where it ran), ``sgd``
+        or ``als`` (the solver's, the final fit), ``total``.
     config : dict
         Every parameter of the fit (``config['solver']``: ``'als'`` or ``'sgd'``).
     value_range : (lo, hi) or None
@@ -534,9 +541,11 @@ def complete(data: Union[Observations, np.ndarray, str, Path], rank: int, *, mod
     t_perturb = time.perf_counter() - t_perturb
 
     lam_source = "given" if lam is not None else "paper default"
+    validate = False      # choose λ by held-out RMSE (ALS, neither λ nor λg given)
     if solver == "als":
         var = float(np.var(x))
         if lam is None and var > 0:
+            validate = lam_core is None or model == "cp"
             # x: the values the fit sees (the noisy released values under input perturbation: post-processing)
             c, power = ALS_LAMBDA_SCALE[model]
             lam = c * math.sqrt(var) ** power
@@ -554,12 +563,26 @@ def complete(data: Union[Observations, np.ndarray, str, Path], rank: int, *, mod
     layout = None
     if solver == "als":
         layout = "dense" if dense_enough(train.shape, train.n, int(rank), model) else "entries"
+    lam_path, timings = None, {}
     try:
         if solver == "als":
             als_cfg = ALSConfig(max_sweeps=int(epochs), tol=float(tol), lam=cfg.lam, lam_core=cfg.lam_core,
                                 init_scale=init_scale, dense=layout == "dense")
+            start = None
+            if validate:
+                # λ by held-out RMSE along a path around c·σ^p (values as fitted: post-processing)
+                t_search = time.perf_counter()
+                path = choose_lambda(model, train.with_values(x - offset), int(rank),
+                                     replace(als_cfg, dense=None), rng)
+                if path.steps:
+                    als_cfg = replace(als_cfg, lam=path.lam, lam_core=path.lam_core)
+                    cfg = replace(cfg, lam=path.lam, lam_core=path.lam_core)
+                    lam_path, start = path.report(), path.start       # the fit on every entry starts there
+                    timings["lam_search"] = time.perf_counter() - t_search
+                    lam_source = (f"validated: the smallest RMSE on {path.n_validation} held-out training entries "
+                                  f"along λ = ({lam_source})·{LambdaSearch.factor:g}^j (config.lam_path)")
             factors, trace = run_als(model, train.with_values(x - offset), int(rank), als_cfg, rng,
-                                     progress=progress)
+                                     progress=progress, init=start)
         else:
             factors, trace = run_sgd(model, train.with_values(x - offset), int(rank), cfg, rng, rule,
                                      noise_rng=noise_rng, progress=progress)
@@ -665,12 +688,13 @@ def complete(data: Union[Observations, np.ndarray, str, Path], rank: int, *, mod
               "lam_core": cfg.lam_core, "tol": tol, "init_scale": init_scale, "offset": offset,
               "offset_source": offset_source, "max_row_norm": cfg.max_row_norm, "max_core_norm": cfg.max_core_norm,
               "projection_radii_from": radii["source"], "seed": seed, "reproducible": reproducible,
-              "solver": solver, "als_layout": layout, "lam_source": lam_source}
+              "solver": solver, "als_layout": layout, "lam_source": lam_source, "lam_path": lam_path}
     return CompletionResult(model=model, rank=int(rank), A=factors[0], B=factors[1], C=factors[2],
                             G=factors[3] if model == "tucker" else None, offset=float(offset), test_rmse=test_rmse,
                             train_rmse=train_rmse, n_train=train.n, n_test=0 if test is None else test.n,
                             trace=trace, privacy=report,
-                            timings={"perturb": t_perturb, solver: trace.seconds, "total": time.perf_counter() - t0},
+                            timings={"perturb": t_perturb, **timings, solver: trace.seconds,
+                                     "total": time.perf_counter() - t0},
                             config=config, value_range=value_range, baselines=baselines)
 
 

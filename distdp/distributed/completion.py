@@ -180,6 +180,7 @@ class CompletionShard:
         from distdp.completion.entries import Observations, split_holdout
 
         self.model, self.chunk, self.shape = model, chunk, tuple(shape)
+        self.seed, self.shard, self.validation = seed, shard, None
         idx, vals = entries if entries is not None else _read_units(units, self.shape)
         self.error = None
         if len(vals) == 0:
@@ -198,12 +199,26 @@ class CompletionShard:
         return {"n_train": self.train.n, "n_test": 0 if self.test is None else self.test.n,
                 "sum": float(v.sum()), "sumsq": float(v @ v)}
 
-    def set_offset(self, offset: float) -> None:
-        """Subtract the offset from the training values and sort them for the sweeps."""
-        from distdp.completion.als import EntryStats
+    def set_offset(self, offset: float, validation: Optional[float] = None) -> int:
+        """Subtract the offset from the training values and sort them for the sweeps.
 
-        if self.train is not None:
-            self.stats = EntryStats(self.model, self.train.idx, self.train.values - offset, self.chunk)
+        With ``validation`` (a share), hold out that share of the training entries (drawn from
+        ``numpy.random.default_rng([seed, shard, 1])``, the entry count only) and sort only the rest: the
+        sweeps then fit the rest and :meth:`errors` with ``'validation'`` scores the held-out share.
+        Returns the number held out.
+        """
+        from distdp.completion.als import EntryStats
+        from distdp.completion.entries import split_holdout
+
+        self.validation = None
+        if self.train is None:
+            return 0
+        fit = self.train
+        if validation:
+            fit, self.validation = split_holdout(self.train, validation, np.random.default_rng(
+                None if self.seed is None else [int(self.seed), int(self.shard), 1]))
+        self.stats = EntryStats(self.model, fit.idx, fit.values - offset, self.chunk)
+        return 0 if self.validation is None else self.validation.n
 
     def call(self, method: str, *args):
         """``EntryStats.<method>(*args)`` over this shard's training entries (zeros for an empty shard)."""
@@ -215,7 +230,7 @@ class CompletionShard:
         """Σ (clamped prediction − x)², Σ (offset − x)², Σ (mid − x)², n over the ``which`` entries."""
         from distdp.completion.sgd import MODELS
 
-        obs = self.train if which == "train" else self.test
+        obs = {"train": self.train, "test": self.test, "validation": self.validation}[which]
         if obs is None:
             return 0.0, 0.0, 0.0, 0
         pred = MODELS[self.model].predict(factors, *obs.idx.T) + offset
@@ -315,12 +330,14 @@ def sharded_complete(source, rank: int, *, model: str = "cp", n_shards: Optional
     Returns
     -------
     CompletionResult
-        ``timings`` has ``load`` (actors reading their shards), ``als`` and
-        ``total``; ``config['n_shards']`` and ``config['peak_rss_bytes']``
-        (per actor) are added.
+        ``timings`` has ``load`` (actors reading their shards), ``lam_search``
+        (the λ path, where it ran), ``als`` and ``total``;
+        ``config['n_shards']`` and ``config['peak_rss_bytes']`` (per actor)
+        are added.
     """
     from distdp.completion import perturbation as pt
-    from distdp.completion.als import CHUNK, ALSConfig, run_als
+    from distdp.completion.als import CHUNK, ALSConfig, LambdaPath, LambdaSearch, lambda_path, run_als
+    from distdp.completion.sgd import MODELS
     from distdp.completion.api import ALS_DEFAULTS, ALS_LAMBDA_SCALE, DEFAULT_LAMBDA, CompletionResult
     from distdp.completion.entries import Observations
 
@@ -364,12 +381,13 @@ def sharded_complete(source, rank: int, *, model: str = "cp", n_shards: Optional
                 sum(c["sum"] for c in counts) / n_train, "mean of the training values (non-private fit)")
         else:
             source_of = "given"
-        ray.get([a.set_offset.remote(float(offset)) for a in actors])
         dlam, dlam_core = DEFAULT_LAMBDA[model]
         mean = sum(c["sum"] for c in counts) / n_train
         var = max(0.0, sum(c["sumsq"] for c in counts) / n_train - mean ** 2)
         lam_source = "given" if lam is not None else "paper default"
+        validate = False
         if lam is None and var > 0:      # the in-process ALS default (distdp.completion.complete)
+            validate = lam_core is None or model == "cp"
             c, power = ALS_LAMBDA_SCALE[model]
             lam = c * var ** (power / 2.0)
             lam_source = f"{c:g}·σ^{power:.4g}, σ the standard deviation of the values fitted"
@@ -381,7 +399,28 @@ def sharded_complete(source, rank: int, *, model: str = "cp", n_shards: Optional
                         tol=ALS_DEFAULTS["tol"] if tol is None else float(tol), lam=dlam if lam is None else lam,
                         lam_core=dlam_core if lam_core is None else lam_core, init_scale=init_scale, chunk=chunk)
         rng = np.random.default_rng(seed)
-        factors, trace = run_als(model, None, int(rank), cfg, rng, stats=ShardedEntries(actors), shape=shape)
+        search, start, lam_path, t_search = LambdaSearch(), None, None, time.perf_counter()
+        n_val = sum(ray.get([a.set_offset.remote(float(offset), search.fraction if validate else None)
+                             for a in actors]))
+        if validate and n_val >= search.min_entries:
+            # λ by the RMSE on a share of every shard's training entries (as complete(); the split is per shard)
+            def validation_rmse(factors) -> float:
+                fref = ray.put(list(factors))
+                return float(np.sqrt(sum(p[0] for p in ray.get(
+                    [a.errors.remote(fref, float(offset), None, "validation") for a in actors])) / n_val))
+
+            init = MODELS[model].init_factors(shape, int(rank), cfg.init_scale, rng)
+            lam_, lam_core_, steps, start = lambda_path(model, int(rank), cfg, ShardedEntries(actors),
+                                                        validation_rmse, init, shape, search)
+            cfg = dataclasses.replace(cfg, lam=lam_, lam_core=lam_core_)
+            lam_path = LambdaPath(lam_, lam_core_, steps, n_train - n_val, n_val).report()
+            lam_source = (f"validated: the smallest RMSE on {n_val} held-out training entries along λ = "
+                          f"({lam_source})·{search.factor:g}^j (config.lam_path)")
+        if n_val:
+            ray.get([a.set_offset.remote(float(offset)) for a in actors])        # every training entry again
+        t_search = time.perf_counter() - t_search
+        factors, trace = run_als(model, None, int(rank), cfg, rng, stats=ShardedEntries(actors), shape=shape,
+                                 init=start)
         value_range = None if bounds is None else (float(bounds[0]), float(bounds[1]))
         fref = ray.put(list(factors))
 
@@ -407,10 +446,13 @@ def sharded_complete(source, rank: int, *, model: str = "cp", n_shards: Optional
               "lam_core": cfg.lam_core, "tol": cfg.tol, "epochs": cfg.max_sweeps, "init_scale": init_scale,
               "offset": float(offset), "offset_source": source_of, "seed": seed, "n_shards": len(actors),
               "peak_rss_bytes": rss,
-              "split": "per shard: numpy.random.default_rng([seed, shard])", "lam_source": lam_source}
+              "split": "per shard: numpy.random.default_rng([seed, shard]); the λ search's hold-out: "
+                       "numpy.random.default_rng([seed, shard, 1])", "lam_source": lam_source,
+              "lam_path": lam_path}
     return CompletionResult(model=model, rank=int(rank), A=factors[0], B=factors[1], C=factors[2],
                             G=factors[3] if model == "tucker" else None, offset=float(offset), test_rmse=test_rmse,
                             train_rmse=train_rmse, n_train=n_train, n_test=n_test, trace=trace,
                             privacy=pt.none_report(),
-                            timings={"load": t_load, "als": trace.seconds, "total": time.perf_counter() - t0},
+                            timings={"load": t_load, **({"lam_search": t_search} if lam_path else {}),
+                                     "als": trace.seconds, "total": time.perf_counter() - t0},
                             config=config, value_range=value_range, baselines=baselines)

@@ -1,4 +1,5 @@
 """ALS for CP (eq. 6) and Tucker (eq. 7) completion: exact block solves, monotone objective, least-squares optimum."""
+import json
 import math
 import warnings
 
@@ -238,7 +239,8 @@ def test_sharded_fit_equals_the_in_process_fit(model, ray_session, tmp_path):
     from distdp.distributed.completion import sharded_complete
 
     _, _, obs = low_rank(model, shape=(12, 10, 8), sigma=0.05)
-    local = complete(obs, 3, model=model, holdout=0.0, seed=4)
+    lam = CompletionSolver(lam=0.05, lam_core=0.005 if model == "tucker" else None)   # given: no λ path
+    local = complete(obs, 3, model=model, holdout=0.0, seed=4, solver=lam)
     part = np.array_split(np.arange(obs.n), 3)
     d = tmp_path / "coo"
     d.mkdir()
@@ -246,7 +248,7 @@ def test_sharded_fit_equals_the_in_process_fit(model, ray_session, tmp_path):
         write_coo_parquet(obs.subset(rows), d / f"part-{n}.parquet")
     for source in (obs, d):
         sharded = sharded_complete(source, 3, model=model, holdout=0.0, seed=4, n_shards=3, cpus_per_shard=0.5,
-                                   start_timeout=120)
+                                   start_timeout=120, lam=lam.lam, lam_core=lam.lam_core)
         assert sharded.config["n_shards"] == 3 and sharded.offset == pytest.approx(local.offset, rel=1e-12)
         assert sharded.trace.epochs_run == local.trace.epochs_run and sharded.trace.converged
         for a, b in zip(sharded.factors, local.factors):
@@ -260,8 +262,8 @@ def test_sharded_fit_equals_the_in_process_fit(model, ray_session, tmp_path):
 
 @pytest.mark.parametrize("model", ["cp", "tucker"])
 def test_default_fit_is_scale_equivariant(model):
-    """Values × s → fit × s: the default λ ∝ σ^(4/3) (CP) / σ^(3/2) (Tucker) scales exactly like the penalty at the
-    optimal gauge (see api.ALS_LAMBDA_SCALE). The initialisation (a fixed scale) is not equivariant, so the two
+    """Values × s → fit × s: the default λ path's start ∝ σ^(4/3) (CP) / σ^(3/2) (Tucker) scales exactly like the
+    penalty at the optimal gauge (see api.ALS_LAMBDA_SCALE). The initialisation (a fixed scale) is not equivariant, so the two
     runs take different paths to the same optimum; with tol 1e-12 both end within rounding of it: we allow 1e-6
     relative on the predictions (the fits' own stopping error is far smaller, measured ≈ 1e-9)."""
     rng = np.random.default_rng(5)
@@ -271,5 +273,102 @@ def test_default_fit_is_scale_equivariant(model):
     Y[rng.random(shape) < 0.5] = np.nan
     a = complete(Y, 2, model=model, seed=0, solver=CompletionSolver(tol=1e-12, epochs=3000))
     b = complete(1000.0 * Y, 2, model=model, seed=0, solver=CompletionSolver(tol=1e-12, epochs=3000))
+    # the λ path scales too: its held-out RMSEs scale by s, so the relative rule takes the same steps
+    assert [s["step"] for s in b.config["lam_path"]["steps"]] == [s["step"] for s in a.config["lam_path"]["steps"]]
     assert b.config["lam"] == pytest.approx(a.config["lam"] * 1000.0 ** (4 / 3 if model == "cp" else 1.5))
     np.testing.assert_allclose(b.full_tensor(), 1000.0 * a.full_tensor(), rtol=1e-6, atol=1e-6 * 1000 * np.abs(X).max())
+
+
+# ----------------------------------------------------------------------------- λ chosen by validation
+
+
+def test_lambda_search_settings_are_checked():
+    for bad in ({"fraction": 0.0}, {"fraction": 1.0}, {"factor": 1.0}, {"max_steps": 0}, {"min_gain": 1.0},
+                {"sweeps": 0}, {"tol": -1.0}, {"min_entries": 0}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            als.LambdaSearch(**bad)
+
+
+@pytest.mark.parametrize("model", ["cp", "tucker"])
+def test_lambda_path_goes_up_on_pure_noise(model):
+    """Values that are iid N(0, 1) noise: every pattern a rank-3 model fits is noise, so the held-out RMSE is
+    smallest for the all-zero model, which λ → ∞ approaches; a larger λ shrinks the fit towards it. The path
+    must move up from its start (step > 0) and predict the held-out values no worse than the all-zero model
+    up to the fluctuation of a finite hold-out (we allow 2%: the RMSE over ~450 values has relative standard
+    error 1/√(2·450) ≈ 3%, and the chosen fit is near zero)."""
+    rng = np.random.default_rng(0)
+    Y = rng.standard_normal((15, 12, 10))
+    Y[rng.random(Y.shape) < 0.5] = np.nan
+    obs = from_dense(Y)
+    train, val = split_holdout(obs, 0.5, np.random.default_rng(1))
+    cfg = als.ALSConfig(lam=0.5, lam_core=0.05 if model == "tucker" else 0.0, init_scale=1.0)
+    path = als.choose_lambda(model, train, 3, cfg, np.random.default_rng(2))
+    steps = [s["step"] for s in path.steps]
+    assert steps[:3] == [0, 1, -1] and path.lam > cfg.lam
+    best = min(path.steps, key=lambda s: s["validation_rmse"])                   # the first of equals
+    assert path.lam == pytest.approx(cfg.lam * 4.0 ** best["step"])
+    assert path.n_fit + path.n_validation == train.n and path.n_validation == round(0.1 * train.n)
+    pred = MODELS[model].predict(path.start, *val.idx.T)
+    assert np.sqrt(np.mean((pred - val.values) ** 2)) < 1.02 * np.sqrt(np.mean(val.values ** 2))
+
+
+@pytest.mark.parametrize("model", ["cp", "tucker"])
+def test_lambda_path_goes_down_on_noiseless_low_rank_data(model):
+    """An exact rank-3 tensor, half observed: the ridge only biases the fit (the least-squares optimum
+    interpolates the truth), so a smaller λ predicts held-out entries better and the path moves down
+    (step < 0) from complete()'s default start c·σ^p."""
+    from distdp.completion.api import ALS_LAMBDA_SCALE
+
+    _, _, obs = low_rank(model, shape=(12, 10, 8))
+    c, p = ALS_LAMBDA_SCALE[model]
+    sigma = float(np.std(obs.values))
+    cfg = als.ALSConfig(lam=c * sigma ** p, lam_core=c * sigma ** p / 10 if model == "tucker" else 0.0,
+                        init_scale=sigma)
+    path = als.choose_lambda(model, obs, 3, cfg, np.random.default_rng(0))
+    assert path.lam < cfg.lam and path.lam_core == pytest.approx(path.lam * cfg.lam_core / cfg.lam)
+    rmse = {s["step"]: s["validation_rmse"] for s in path.steps}
+    assert rmse[-1] < rmse[0] < rmse[1]
+
+
+def test_too_few_entries_skip_the_search():
+    _, _, obs = low_rank("cp", shape=(6, 5, 4), missing=0.5)          # 60 entries: 6 would be held out
+    cfg = als.ALSConfig(lam=0.3)
+    path = als.choose_lambda("cp", obs, 2, cfg, np.random.default_rng(0))
+    assert path.steps == () and path.lam == 0.3 and path.start is None and path.n_validation == 0
+    res = complete(obs, 2, seed=0, holdout=0.0)
+    assert res.config["lam_path"] is None and not res.config["lam_source"].startswith("validated")
+
+
+@pytest.mark.parametrize("model", ["cp", "tucker"])
+def test_default_fit_reports_its_lambda_path_and_a_given_lambda_skips_it(model):
+    _, _, obs = low_rank(model, shape=(12, 10, 8), sigma=0.1)
+    res = complete(obs, 3, model=model, seed=3)
+    path = res.config["lam_path"]
+    assert res.config["lam_source"].startswith("validated") and res.config["lam"] == path["lam"]
+    assert res.config["lam_core"] == path["lam_core"]
+    assert [s["step"] for s in path["steps"]][:3] == [0, 1, -1]
+    start = path["steps"][0]["lam"]
+    for s in path["steps"]:
+        assert s["lam"] == pytest.approx(start * 4.0 ** s["step"]) and s["sweeps"] <= 100
+    assert path["n_fit"] + path["n_validation"] == res.n_train
+    json.dumps(res.report())                                                     # plain JSON values
+    again = complete(obs, 3, model=model, seed=3)                                # seeded: the same fit
+    np.testing.assert_array_equal(again.full_tensor(), res.full_tensor())
+    given = complete(obs, 3, model=model, seed=3, solver=CompletionSolver(lam=start, lam_core=path["steps"][0][
+        "lam_core"] if model == "tucker" else None))
+    assert given.config["lam_path"] is None and given.config["lam_source"] == "given"
+
+
+@pytest.mark.parametrize("model", ["cp", "tucker"])
+def test_sharded_default_fit_chooses_lambda_on_its_shards(model, ray_session):
+    """The Ray path searches λ like complete(): a share of every shard's training entries held out, the same
+    path rule; then the fit on every training entry from the chosen λ's path fit."""
+    from distdp.distributed.completion import sharded_complete
+
+    _, _, obs = low_rank(model, shape=(12, 10, 8), sigma=0.1)
+    res = sharded_complete(obs, 3, model=model, holdout=0.2, seed=4, n_shards=2, cpus_per_shard=0.5)
+    path = res.config["lam_path"]
+    assert res.config["lam_source"].startswith("validated") and res.config["lam"] == path["lam"]
+    assert [s["step"] for s in path["steps"]][:3] == [0, 1, -1]
+    assert path["n_fit"] + path["n_validation"] == res.n_train and res.trace.converged
+    assert res.test_rmse < res.baselines["offset"]["test_rmse"]
