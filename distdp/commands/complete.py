@@ -118,8 +118,13 @@ def run(args) -> int:
     base = ""
     if res.baselines:
         base = "  baselines: " + ", ".join(f"{k} {v['test_rmse']:.5g}" for k, v in res.baselines.items())
+    lam = ""
+    if res.config["solver"] == "als":
+        path = res.config.get("lam_path")
+        lam = f", λ {res.config['lam']:.4g} " + (f"chosen from {len(path['steps'])} on a path" if path else
+                                                  "given" if res.config["lam_source"] == "given" else "by rule")
     print(f"wrote {args.out}  test RMSE {rmse}{base}  ({res.config['solver'].upper()}, {res.trace.epochs_run} "
-          f"{unit}, {status}, {res.timings['total']:.2f}s)  privacy: {guarantee}{diverged}")
+          f"{unit}, {status}{lam}, {res.timings['total']:.2f}s)  privacy: {guarantee}{diverged}")
     return 0
 
 

@@ -200,7 +200,10 @@ class SpectralParams:
         Precision of the shards' sparse products with M2's test blocks
         (:func:`distdp.lda.moments.m2_product_partial`) and of the explicit
         whitened tensor's row blocks (:func:`distdp.lda.moments.tensor_partial`);
-        the coordinator's arithmetic is float64 either way.
+        the coordinator's arithmetic is float64 either way. In float32 the
+        first pass also folds the U-statistic term into its product (after a
+        count of the documents with at least 3 tokens), as every later product
+        does: one transposed sparse product instead of two.
     soft_locking : bool
         LOBPCG's soft locking (:func:`distdp.lda.whitening.lobpcg_top_eigh`):
         converged pairs add no columns to the M2 products.
@@ -322,7 +325,14 @@ def fit_spectral(backend: Backend, vocab_size: int, params: SpectralParams, rng:
 
     with st.timed("pass1_stats"):
         omega0 = rng.standard_normal((d, p)) if params.eigensolver != "dense" else np.zeros((d, 1))
-        fp = sum_partials(backend.call(Shard.first_pass, backend.broadcast(omega0), params.precision))
+        q0 = None
+        if params.precision == "float32" and params.eigensolver != "dense":
+            # N first (a count per shard), so that the first product folds the U-statistic term like the later
+            # ones: one transposed sparse product instead of two. float64 keeps the unfolded first pass (and so
+            # every small fit's numbers to the bit)
+            n_used = sum(backend.call(Shard.used_documents))
+            q0 = moments.q_fold_scale(n_used, coef) if n_used >= 2 else None
+        fp = sum_partials(backend.call(Shard.first_pass, backend.broadcast(omega0), params.precision, q0))
     st.step("pass1_stats")
     N = fp.n_used
     if N < max(3, k + 1):

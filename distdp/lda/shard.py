@@ -89,13 +89,18 @@ class Shard:
         """Number of documents (rows) of the shard: public under replace-one neighbours."""
         return self.n_total
 
-    def first_pass(self, omega: np.ndarray, precision: str = "float64") -> FirstPass:
-        """Counts, ``Σ m1_n`` and the partial ``M2 Ω0`` (its products in ``precision``) in one pass."""
+    def used_documents(self) -> int:
+        """Documents with at least :data:`~distdp.lda.moments.MIN_DOC_LENGTH` tokens (those the moments use)."""
+        return int((moments.doc_lengths(self.counts) >= moments.MIN_DOC_LENGTH).sum())
+
+    def first_pass(self, omega: np.ndarray, precision: str = "float64", q_scale: float | None = None) -> FirstPass:
+        """Counts, ``Σ m1_n`` and the partial ``M2 Ω0`` (its products in ``precision``; ``q_scale`` folds the
+        U-statistic term as in :meth:`m2_product`) in one pass."""
         lengths = moments.doc_lengths(self.counts)
         eligible = lengths >= moments.MIN_DOC_LENGTH
         m1_sum = np.asarray(self.counts.T @ moments.doc_weights(lengths)[0]).ravel()
         return FirstPass(self.n_total, int(eligible.sum()), float(lengths[eligible].sum()), m1_sum,
-                         moments.m2_product_partial(self.counts, omega, dtype=np.dtype(precision)))
+                         moments.m2_product_partial(self.counts, omega, q_scale, dtype=np.dtype(precision)))
 
     def m2_product(self, omega: np.ndarray, q_scale: float | None = None,
                    precision: str = "float64") -> moments.M2ProductPartial:

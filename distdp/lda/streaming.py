@@ -22,6 +22,7 @@ from typing import Iterable, Protocol
 import numpy as np
 import scipy.sparse as sp
 
+from distdp.lda import moments
 from distdp.lda.moments import sum_partials
 from distdp.lda.shard import Shard
 
@@ -61,13 +62,14 @@ class StreamingShard:
 
     def __init__(self, source: BlockSource, doc_ids=None):
         self.source = source
-        rows = nnz = 0
+        rows = nnz = used = 0
         d = None
         for block, _ in source:
             rows, nnz, d = rows + block.shape[0], nnz + block.nnz, block.shape[1]
+            used += int((moments.doc_lengths(block) >= moments.MIN_DOC_LENGTH).sum())
         if d is None:
             raise ValueError("an out-of-core shard needs at least one block of documents")
-        self.n_total, self.nnz, self._d = rows, nnz, d
+        self.n_total, self.nnz, self._d, self._used = rows, nnz, d, used
 
     @property
     def vocab_size(self) -> int:
@@ -83,9 +85,13 @@ class StreamingShard:
         """Documents in this shard."""
         return self.n_total
 
-    def first_pass(self, omega: np.ndarray, precision: str = "float64"):
+    def used_documents(self) -> int:
+        """:meth:`Shard.used_documents`, counted when the shard was read first."""
+        return self._used
+
+    def first_pass(self, omega: np.ndarray, precision: str = "float64", q_scale: float | None = None):
         """:meth:`Shard.first_pass`, summed over the blocks."""
-        return sum_partials(s.first_pass(omega, precision) for s in self._shards())
+        return sum_partials(s.first_pass(omega, precision, q_scale) for s in self._shards())
 
     def m2_product(self, omega: np.ndarray, q_scale: float | None = None, precision: str = "float64"):
         """:meth:`Shard.m2_product`, summed over the blocks."""

@@ -174,3 +174,23 @@ def test_precision_auto_is_float32_from_the_threshold_and_private_fits_refuse_it
     with pytest.raises(ValueError, match="--precision: not used by a private fit"):
         distdp.fit_lda(X, 2, progress=False, solver=SolverOptions(precision="float32"),
                        privacy=distdp.PrivacyOptions(epsilon=1.0, delta=1e-6), cluster=ClusterOptions(backend="local"))
+
+
+def test_float32_first_pass_folds_its_u_statistic_term(corpus_a):
+    """In float32 the first product folds q like every later one (N counted first): the assembled M2 Ω0 is the
+    unfolded one's up to rounding. The two differ only in the order of float64 sums of float32 products whose
+    relative rounding is ≤ γ_L ≈ L·2⁻²⁴ (L ≤ 300 tokens per document; test_moments derives the entrywise bound),
+    so 1e-4 relative to the largest entry holds with room."""
+    from distdp.lda import moments
+
+    shard = Shard(corpus_a.counts[:4000])
+    d = shard.vocab_size
+    omega = np.random.default_rng(0).standard_normal((d, 12))
+    coef = moments.MomentCoefficients(1.0)
+    n = shard.used_documents()
+    plain = shard.first_pass(omega, "float32")
+    folded = shard.first_pass(omega, "float32", moments.q_fold_scale(n, coef))
+    assert plain.n_used == folded.n_used == n and np.all(folded.m2.q == 0)
+    want = moments.m2_product(plain.m2, plain.m1_sum, omega, n, coef)
+    got = moments.m2_product(folded.m2, folded.m1_sum, omega, n, coef)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-4 * np.abs(want).max())

@@ -55,9 +55,12 @@ def test_a_pass_reads_every_block_once_and_the_sums_agree(pair):
     reads = stream.source.reads                          # the constructor's validating read
     omega = rng.standard_normal((d, k + 2))
     close(mem.first_pass(omega), stream.first_pass(omega))
+    close(mem.first_pass(omega, "float64", 0.3), stream.first_pass(omega, "float64", 0.3))
     close(mem.m2_product(omega, 0.3), stream.m2_product(omega, 0.3))
     close(mem.m2_dense(), stream.m2_dense())
-    assert stream.source.reads == reads + 3              # one read per pass: nothing held between passes
+    assert stream.source.reads == reads + 4              # one read per pass: nothing held between passes
+    assert stream.used_documents() == mem.used_documents() == mem.first_pass(omega).n_used   # counted when built
+    assert stream.source.reads == reads + 4
     W = rng.standard_normal((d, k))
     weights = moments.TensorWeights(400, 1.0)
     close(mem.tensor_partial(W, weights), stream.tensor_partial(W, weights))             # explicit: with the cube
