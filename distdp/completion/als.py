@@ -56,6 +56,7 @@ path (Hastie, Tibshirani & Friedman, *The Elements of Statistical Learning*,
 """
 from __future__ import annotations
 
+import functools
 import math
 import time
 from dataclasses import dataclass, replace
@@ -422,6 +423,14 @@ def dense_enough(shape, n_observed: int, rank: int, model_name: str = "cp") -> b
     return cells <= DENSE_MAX_CELLS and n_observed * terms >= cells
 
 
+@functools.lru_cache(maxsize=None)
+def upper_triangle(R: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.triu_indices(R)``, made once per R (a sweep asks for it once per mode; read-only)."""
+    rows, cols = np.triu_indices(R)
+    rows.flags.writeable = cols.flags.writeable = False
+    return rows, cols
+
+
 class DenseStats:
     """The sufficient statistics of :class:`EntryStats`, from the dense mask and values (small, dense tensors).
 
@@ -476,7 +485,7 @@ class DenseStats:
         """Per-row Gram matrices and right-hand sides of block ``mode`` (as :func:`normal_equations`)."""
         M, X = self._unfolded[mode]
         R = factors[mode].shape[1]
-        upper, lower = np.triu_indices(R)          # the Gram matrices are symmetric: form the upper triangle
+        upper, lower = upper_triangle(R)           # the Gram matrices are symmetric: form the upper triangle
         tri = np.zeros((len(M), len(upper)))
         rhs = np.zeros((len(M), R))
         for cols, Z in self._design_blocks(factors, mode, self.chunk):            # Z: chunk × R floats
@@ -768,7 +777,8 @@ class LambdaPath:
         The chosen λ (λo) and λg.
     steps : tuple of dict
         One per λ fitted, in the order fitted: ``step`` j (λ = start·factor^j),
-        ``lam``, ``lam_core``, ``validation_rmse``, ``sweeps``, ``converged``.
+        ``lam``, ``lam_core``, ``validation_rmse`` (None where the fit's factors
+        became non-finite), ``sweeps``, ``converged``.
     n_fit, n_validation : int
         Entries the path fits saw and entries that scored them.
     start : tuple of ndarray or None
@@ -822,8 +832,9 @@ def lambda_path(model_name: str, rank: int, cfg: ALSConfig, stats, validation_rm
         except SGDDivergedError as exc:          # non-finite factors at this λ: never chosen
             factors, rmse, sweeps, converged = init, math.inf, exc.epoch, False
         fits[j] = (rmse, factors)
-        steps.append({"step": j, "lam": cfg.lam * scale, "lam_core": cfg.lam_core * scale, "validation_rmse": rmse,
-                      "sweeps": sweeps, "converged": converged})
+        steps.append({"step": j, "lam": cfg.lam * scale, "lam_core": cfg.lam_core * scale,
+                      "validation_rmse": rmse if math.isfinite(rmse) else None, "sweeps": sweeps,
+                      "converged": converged})
         return rmse
 
     def gains(j: int, prev: int) -> bool:
