@@ -20,18 +20,21 @@ from __future__ import annotations
 
 import json
 import math
+import runpy
 import time
+import types
 import warnings
 from pathlib import Path
 
 import numpy as np
 
-from completion_quality import SYNTHETIC, real_tensors, synthetic
-
 from distdp.completion import CompletionSolver, Perturbation, complete, from_dense, split_holdout
 from distdp.completion.api import ALS_LAMBDA_SCALE
 
-OUT = Path(__file__).resolve().parent / "results" / "completion_lambda.json"
+HERE = Path(__file__).resolve().parent
+OUT = HERE / "results" / "completion_lambda.json"
+# the tensors of completion_quality.py, loaded by path like the other benchmarks' shared modules
+quality = types.SimpleNamespace(**runpy.run_path(str(HERE / "completion_quality.py")))
 DRAWS = 4                 # draws of each synthetic tensor of at most 60×50×40
 EPSILONS = [1, 4, 16, 64]
 
@@ -70,15 +73,15 @@ def run(name: str, Y: np.ndarray, rank: int, perturbation=None, bounds=None) -> 
 
 def main() -> None:
     rows = []
-    for shape, rank, missing in SYNTHETIC:
+    for shape, rank, missing in quality.SYNTHETIC:
         draws = DRAWS if math.prod(shape) <= 60 * 50 * 40 else 1
         for seed in range(draws):
             name = f"synthetic {'×'.join(map(str, shape))} {missing:.0%} #{seed}"
-            rows += run(name, synthetic(shape, rank, missing, seed=seed), rank)
-    for name, T in real_tensors().items():
+            rows += run(name, quality.synthetic(shape, rank, missing, seed=seed), rank)
+    for name, T in quality.real_tensors().items():
         if name != "indian-pines":
             rows += run(name, T, 5)
-    Y = synthetic((30, 25, 20), 3, 0.6)
+    Y = quality.synthetic((30, 25, 20), 3, 0.6)
     for eps in EPSILONS:
         pert = Perturbation("input", epsilon=eps, reproducible=True)
         rows += run(f"input ε={eps} (30×25×20 60%)", Y, 3, perturbation=pert, bounds=(-1.0, 1.0))

@@ -784,6 +784,8 @@ class LambdaPath:
     start : tuple of ndarray or None
         The chosen λ's path fit (a warm start for the fit on every entry);
         None when no search ran.
+    factor : float
+        The path's ratio (:attr:`LambdaSearch.factor`).
     """
 
     lam: float
@@ -792,11 +794,17 @@ class LambdaPath:
     n_fit: int
     n_validation: int
     start: Optional[tuple] = None
+    factor: float = LambdaSearch.factor
 
     def report(self) -> dict:
         """The path as plain JSON values (no factors)."""
         return {"lam": self.lam, "lam_core": self.lam_core, "n_fit": self.n_fit,
                 "n_validation": self.n_validation, "steps": [dict(s) for s in self.steps]}
+
+    def source(self, start: str) -> str:
+        """How λ was set, for ``config['lam_source']``; ``start`` says how the path's start was set."""
+        return (f"validated: the smallest RMSE on {self.n_validation} held-out training entries along "
+                f"λ = ({start})·{self.factor:g}^j (config.lam_path)")
 
 
 def lambda_path(model_name: str, rank: int, cfg: ALSConfig, stats, validation_rmse: Callable[[tuple], float],
@@ -894,7 +902,7 @@ def choose_lambda(model_name: str, train: Observations, rank: int, cfg: ALSConfi
     lam, lam_core, steps, factors = lambda_path(model_name, rank, cfg,
                                                 entry_stats(model_name, fit, int(rank), cfg.chunk, cfg.dense),
                                                 validation_rmse, start, train.shape, search)
-    return LambdaPath(lam, lam_core, steps, fit.n, val.n, factors)
+    return LambdaPath(lam, lam_core, steps, fit.n, val.n, factors, search.factor)
 
 
 __all__ = ["ALSConfig", "LambdaSearch", "LambdaPath", "ModeOrder", "EntryStats", "DenseStats", "dense_enough",

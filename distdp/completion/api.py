@@ -28,7 +28,7 @@ from typing import Callable, Iterator, Mapping, Optional, Union
 import numpy as np
 
 from distdp.completion import perturbation as pt
-from distdp.completion.als import ALSConfig, LambdaSearch, choose_lambda, dense_enough, run_als
+from distdp.completion.als import ALSConfig, choose_lambda, dense_enough, run_als
 from distdp.completion.entries import Observations, split_holdout
 from distdp.privacy.mechanisms import (OPENDP_MAX_ENTRIES, check_delta, check_epsilon, private_generator,
                                       sampler_name)
@@ -49,6 +49,41 @@ ALS_DEFAULTS = {"epochs": 500, "tol": 1e-7}   # at most 500 sweeps; stop at a re
 # and λ ∝ σ² collapsed fits of large-valued tensors (Indian Pines, kinetic) to the mean.
 ALS_LAMBDA_SCALE = {"cp": (0.5, 4.0 / 3.0), "tucker": (2.0, 1.5)}   # (c, p)
 SGD_ONLY = ("lr", "batch_size", "max_row_norm", "max_core_norm")   # settings that mean SGD (projection: per step)
+
+
+def als_lambda(model: str, var: float, lam: Optional[float], lam_core: Optional[float], noisy: bool = False) -> tuple:
+    """ALS's λ and λg before any search: the values given, or the scale rule c·σ^p (λg = λ/10) from ``var``.
+
+    Parameters
+    ----------
+    model : {'cp', 'tucker'}
+    var : float
+        Variance σ² of the values the fit sees.
+    lam, lam_core : float or None
+        The caller's λ (λo) and λg.
+    noisy : bool
+        The values are the noisy released ones (input perturbation): said in the source.
+
+    Returns
+    -------
+    lam, lam_core : float or None
+        None where neither a value nor the rule applies (σ = 0: the paper's defaults).
+    source : str
+        How λ was set (``config['lam_source']``).
+    search : bool
+        Whether λ is to be chosen by :func:`distdp.completion.als.choose_lambda` from this start:
+        the rule set λ and no λg was given (CP has none).
+    """
+    if lam is not None or var <= 0:
+        return lam, lam_core, "given" if lam is not None else "paper default", False
+    c, power = ALS_LAMBDA_SCALE[model]
+    lam = c * math.sqrt(var) ** power
+    source = (f"{c:g}·σ^{power:.4g}, σ the standard deviation of the values fitted"
+              + (" (the noisy released values)" if noisy else ""))
+    search = lam_core is None or model == "cp"
+    if lam_core is None and model == "tucker":
+        lam_core = lam / 10.0
+    return lam, lam_core, source, search
 
 
 @dataclass(frozen=True)
@@ -543,16 +578,9 @@ def complete(data: Union[Observations, np.ndarray, str, Path], rank: int, *, mod
     lam_source = "given" if lam is not None else "paper default"
     validate = False      # choose λ by held-out RMSE (ALS, neither λ nor λg given)
     if solver == "als":
+        # x: the values the fit sees (the noisy released values under input perturbation: post-processing)
         var = float(np.var(x))
-        if lam is None and var > 0:
-            validate = lam_core is None or model == "cp"
-            # x: the values the fit sees (the noisy released values under input perturbation: post-processing)
-            c, power = ALS_LAMBDA_SCALE[model]
-            lam = c * math.sqrt(var) ** power
-            lam_source = (f"{c:g}·σ^{power:.4g}, σ the standard deviation of the values fitted"
-                          + (" (the noisy released values)" if perturbation == "input" else ""))
-            if lam_core is None and model == "tucker":
-                lam_core = lam / 10.0
+        lam, lam_core, lam_source, validate = als_lambda(model, var, lam, lam_core, noisy=perturbation == "input")
         if init_scale is None and var > 0:
             init_scale = math.sqrt(var)
     init_scale = 0.1 if init_scale is None else init_scale
@@ -579,8 +607,7 @@ def complete(data: Union[Observations, np.ndarray, str, Path], rank: int, *, mod
                     cfg = replace(cfg, lam=path.lam, lam_core=path.lam_core)
                     lam_path, start = path.report(), path.start       # the fit on every entry starts there
                     timings["lam_search"] = time.perf_counter() - t_search
-                    lam_source = (f"validated: the smallest RMSE on {path.n_validation} held-out training entries "
-                                  f"along λ = ({lam_source})·{LambdaSearch.factor:g}^j (config.lam_path)")
+                    lam_source = path.source(lam_source)
             factors, trace = run_als(model, train.with_values(x - offset), int(rank), als_cfg, rng,
                                      progress=progress, init=start)
         else:

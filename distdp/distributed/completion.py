@@ -338,7 +338,7 @@ def sharded_complete(source, rank: int, *, model: str = "cp", n_shards: Optional
     from distdp.completion import perturbation as pt
     from distdp.completion.als import CHUNK, ALSConfig, LambdaPath, LambdaSearch, lambda_path, run_als
     from distdp.completion.sgd import MODELS
-    from distdp.completion.api import ALS_DEFAULTS, ALS_LAMBDA_SCALE, DEFAULT_LAMBDA, CompletionResult
+    from distdp.completion.api import ALS_DEFAULTS, DEFAULT_LAMBDA, CompletionResult, als_lambda
     from distdp.completion.entries import Observations
 
     t0 = time.perf_counter()
@@ -384,15 +384,7 @@ def sharded_complete(source, rank: int, *, model: str = "cp", n_shards: Optional
         dlam, dlam_core = DEFAULT_LAMBDA[model]
         mean = sum(c["sum"] for c in counts) / n_train
         var = max(0.0, sum(c["sumsq"] for c in counts) / n_train - mean ** 2)
-        lam_source = "given" if lam is not None else "paper default"
-        validate = False
-        if lam is None and var > 0:      # the in-process ALS default (distdp.completion.complete)
-            validate = lam_core is None or model == "cp"
-            c, power = ALS_LAMBDA_SCALE[model]
-            lam = c * var ** (power / 2.0)
-            lam_source = f"{c:g}·σ^{power:.4g}, σ the standard deviation of the values fitted"
-            if lam_core is None and model == "tucker":
-                lam_core = lam / 10.0
+        lam, lam_core, lam_source, validate = als_lambda(model, var, lam, lam_core)   # as complete()
         if init_scale is None:        # the in-process ALS default: σ of the values fitted
             init_scale = float(np.sqrt(var)) if var > 0 else 0.1
         cfg = ALSConfig(max_sweeps=ALS_DEFAULTS["epochs"] if epochs is None else int(epochs),
@@ -413,9 +405,8 @@ def sharded_complete(source, rank: int, *, model: str = "cp", n_shards: Optional
             lam_, lam_core_, steps, start = lambda_path(model, int(rank), cfg, ShardedEntries(actors),
                                                         validation_rmse, init, shape, search)
             cfg = dataclasses.replace(cfg, lam=lam_, lam_core=lam_core_)
-            lam_path = LambdaPath(lam_, lam_core_, steps, n_train - n_val, n_val).report()
-            lam_source = (f"validated: the smallest RMSE on {n_val} held-out training entries along λ = "
-                          f"({lam_source})·{search.factor:g}^j (config.lam_path)")
+            path = LambdaPath(lam_, lam_core_, steps, n_train - n_val, n_val, factor=search.factor)
+            lam_path, lam_source = path.report(), path.source(lam_source)
         if n_val:
             ray.get([a.set_offset.remote(float(offset)) for a in actors])        # every training entry again
         t_search = time.perf_counter() - t_search

@@ -131,6 +131,11 @@ def doc_lengths(counts: sp.csr_matrix) -> np.ndarray:
     return np.asarray(counts.sum(axis=1), dtype=np.float64).ravel()
 
 
+def used_documents(counts: sp.csr_matrix) -> int:
+    """Rows of a CSR count matrix with at least :data:`MIN_DOC_LENGTH` tokens: the documents the moments use."""
+    return int((doc_lengths(counts) >= MIN_DOC_LENGTH).sum())
+
+
 #: Nonzeros per chunk of :func:`row_sums`: its temporaries are O(this), not O(nnz).
 ROW_SUM_CHUNK = 1 << 22
 

@@ -91,7 +91,7 @@ class Shard:
 
     def used_documents(self) -> int:
         """Documents with at least :data:`~distdp.lda.moments.MIN_DOC_LENGTH` tokens (those the moments use)."""
-        return int((moments.doc_lengths(self.counts) >= moments.MIN_DOC_LENGTH).sum())
+        return moments.used_documents(self.counts)
 
     def first_pass(self, omega: np.ndarray, precision: str = "float64", q_scale: float | None = None) -> FirstPass:
         """Counts, ``Σ m1_n`` and the partial ``M2 Ω0`` (its products in ``precision``; ``q_scale`` folds the

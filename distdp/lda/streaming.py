@@ -66,7 +66,7 @@ class StreamingShard:
         d = None
         for block, _ in source:
             rows, nnz, d = rows + block.shape[0], nnz + block.nnz, block.shape[1]
-            used += int((moments.doc_lengths(block) >= moments.MIN_DOC_LENGTH).sum())
+            used += moments.used_documents(block)
         if d is None:
             raise ValueError("an out-of-core shard needs at least one block of documents")
         self.n_total, self.nnz, self._d, self._used = rows, nnz, d, used
