@@ -192,43 +192,52 @@ def weighted_cube_sum(Y: np.ndarray, weights: np.ndarray, block: int = DOC_BLOCK
     """``Σ_n weights_n y_n⊗y_n⊗y_n`` for the rows ``y_n`` of ``Y`` (n×k) → (k,k,k).
 
     One GEMM per block of rows of the weighted row-wise Khatri–Rao product
-    ``Y ⊙ Y`` against ``Y``: O(n k³) time, O(block k²) memory, the block at
-    most ``block`` rows and :data:`PRODUCT_BLOCK_ENTRIES` entries. From
-    :data:`HALF_CUBE_K` topics only the products ``y_i y_j`` with ``i ≤ j``
-    are formed (the sum is symmetric in its first two modes) and mirrored:
-    half the time (40,000 × 100: 0.86 s against 2.2 s), the same entries to
-    the bit where measured (k = 50, 100; the GEMM's shape changes, so BLAS may
-    pick another kernel for small k: below, the full product is kept).
+    ``Y ⊙ Y`` against ``Y`` (:func:`weighted_pair_sum`): O(n k³) time,
+    O(block k²) memory. The products run in ``Y``'s precision (float32:
+    2.3× faster at k = 100); each block's product is added to a float64
+    sum, and a float32 sum is made symmetric (:func:`symmetrize`).
+    """
+    out = weighted_pair_sum(Y, weights, Y, block)
+    return out if Y.dtype == np.float64 else symmetrize(out)
 
-    The products run in ``Y``'s precision (float32: 2.3× faster at k = 100);
-    each block's product is added to a float64 sum, and a float32 sum is
-    made symmetric (:func:`symmetrize`).
+
+def weighted_pair_sum(Y: np.ndarray, weights: np.ndarray, B: np.ndarray, block: int = DOC_BLOCK) -> np.ndarray:
+    """``Σ_n weights_n y_n⊗y_n⊗b_n`` for the rows of ``Y`` (n×k) and ``B`` (n×m) → (k,k,m).
+
+    One GEMM per block of rows of the weighted row-wise Khatri–Rao product
+    ``Y ⊙ Y`` against ``B``, the block at most ``block`` rows and
+    :data:`PRODUCT_BLOCK_ENTRIES` entries. From :data:`HALF_CUBE_K` topics
+    only the products ``y_i y_j`` with ``i ≤ j`` are formed (the sum is
+    symmetric in its first two modes) and mirrored: half the time (40,000 ×
+    100: 0.86 s against 2.2 s), the same entries to the bit where measured
+    (k = 50, 100; the GEMM's shape changes, so BLAS may pick another kernel
+    for small k: below, the full product is kept).
     """
     n, k = Y.shape
+    m = B.shape[1]
     block = max(1, min(block, PRODUCT_BLOCK_ENTRIES // (k * k)))
     weights = weights.astype(Y.dtype, copy=False)
     if k < HALF_CUBE_K:
-        out = np.zeros((k * k, k))
+        out = np.zeros((k * k, m))
         for start in range(0, n, block):
             Yb = Y[start:start + block]
             kr = (Yb[:, :, None] * Yb[:, None, :]).reshape(len(Yb), k * k)
-            out += (kr * weights[start:start + block, None]).T @ Yb
-        out = out.reshape(k, k, k)
-    else:
-        rows_i, cols_j = np.triu_indices(k)
-        offsets = np.concatenate([[0], np.cumsum(np.arange(k, 0, -1))])    # row i's pairs (i, i..k-1)
-        half = np.zeros((len(rows_i), k))
-        for start in range(0, n, block):
-            Yb = Y[start:start + block]
-            kr = np.empty((len(Yb), len(rows_i)), dtype=Y.dtype)
-            for i in range(k):
-                np.multiply(Yb[:, i:i + 1], Yb[:, i:], out=kr[:, offsets[i]:offsets[i + 1]])
-            kr *= weights[start:start + block, None]
-            half += kr.T @ Yb
-        out = np.empty((k, k, k))
-        out[rows_i, cols_j] = half
-        out[cols_j, rows_i] = half
-    return out if Y.dtype == np.float64 else symmetrize(out)
+            out += (kr * weights[start:start + block, None]).T @ B[start:start + block]
+        return out.reshape(k, k, m)
+    rows_i, cols_j = np.triu_indices(k)
+    offsets = np.concatenate([[0], np.cumsum(np.arange(k, 0, -1))])    # row i's pairs (i, i..k-1)
+    half = np.zeros((len(rows_i), m))
+    for start in range(0, n, block):
+        Yb = Y[start:start + block]
+        kr = np.empty((len(Yb), len(rows_i)), dtype=Y.dtype)
+        for i in range(k):
+            np.multiply(Yb[:, i:i + 1], Yb[:, i:], out=kr[:, offsets[i]:offsets[i + 1]])
+        kr *= weights[start:start + block, None]
+        half += kr.T @ B[start:start + block]
+    out = np.empty((k, k, m))
+    out[rows_i, cols_j] = half
+    out[cols_j, rows_i] = half
+    return out
 
 
 def symmetrize(T: np.ndarray) -> np.ndarray:
@@ -251,13 +260,12 @@ def sym3_outer(P: np.ndarray, y: np.ndarray) -> np.ndarray:
 def sym3_rows(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     """``sym3(Σ_i A_i⊗A_i⊗B_i)`` for row matrices ``A``, ``B`` (d×k) → (k,k,k).
 
-    Rows are taken in blocks of at most :data:`PRODUCT_BLOCK_ENTRIES` / k² (the
-    row-wise ``A ⊙ A`` is d×k²: 4 GB at d = 50,000, k = 100 if formed whole).
+    :func:`weighted_pair_sum` with unit weights, on blocks of at most
+    :data:`PRODUCT_BLOCK_ENTRIES` / k² rows (the row-wise ``A ⊙ A`` is d×k²:
+    4 GB at d = 50,000, k = 100 if formed whole).
     """
     d, k = A.shape
-    rows = max(1, PRODUCT_BLOCK_ENTRIES // (k * k))
-    t = sum_partials((A[a:a + rows, :, None] * A[a:a + rows, None, :]).reshape(-1, k * k).T @ B[a:a + rows]
-                   for a in range(0, d, rows)).reshape(k, k, k)
+    t = weighted_pair_sum(A, np.ones(d), B, max(1, PRODUCT_BLOCK_ENTRIES // (k * k)))
     return t + t.transpose(0, 2, 1) + t.transpose(2, 0, 1)
 
 
