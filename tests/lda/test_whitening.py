@@ -25,8 +25,9 @@ def _operator(rng, d, positive, negative):
 
 
 def test_orthonormal_basis_spans_the_columns_and_drops_their_null_directions():
-    """SVQB twice on a rank-6 block of 10 columns of very different norms: 6 orthonormal columns (to rounding:
-    two passes leave ‖QᵀQ − I‖ at a few ε·p), spanning A to rounding, and Q = A T."""
+    """SVQB on a rank-6 block of 10 columns of very different norms: 6 orthonormal columns (to rounding: the
+    second pass, run where the first leaves ‖QᵀQ − I‖ above ORTHO_TOL, brings it to a few ε·p), spanning A to
+    rounding, and Q = A T."""
     rng = np.random.default_rng(0)
     A = rng.standard_normal((500, 6)) @ rng.standard_normal((6, 10)) * np.logspace(-3, 3, 10)[None, :]
     Q, T = whitening.orthonormal_basis(A)
@@ -35,6 +36,29 @@ def test_orthonormal_basis_spans_the_columns_and_drops_their_null_directions():
     assert np.linalg.norm(A - Q @ (Q.T @ A)) <= 1e-12 * np.linalg.norm(A)
     np.testing.assert_allclose(A @ T, Q, atol=1e-12)
     assert whitening.orthonormal_basis(np.zeros((5, 2)))[0].shape == (5, 0)
+
+
+def test_residual_basis_is_projected_again_where_orthonormalising_lost_orthogonality():
+    """Residual columns nearly dependent (10⁻⁵ relative) after their projection off span(X): SVQB's map then
+    amplifies the ε-sized X-components left by the projections by up to 10⁵, beyond ORTHO_TOL, so the basis
+    must be projected again. The result is orthonormal, orthogonal to X within ORTHO_TOL, and spans R's part
+    off span(X) (3 directions: the smallest scaled singular value, ≈ 10⁻⁵, is far above GRAM_RCOND)."""
+    rng = np.random.default_rng(3)
+    d = 2000
+    X = np.linalg.qr(rng.standard_normal((d, 40)))[0]
+    off = rng.standard_normal((d, 3))
+    off -= X @ (X.T @ off)
+    R = X @ rng.standard_normal((40, 3)) * 1e3 + np.column_stack([off[:, 0], off[:, 0] + 1e-5 * off[:, 1],
+                                                                  off[:, 2]])
+    projected = R - X @ (X.T @ R)
+    projected -= X @ (X.T @ projected)
+    once = whitening.orthonormal_basis(projected)[0]
+    assert np.abs(X.T @ once).max() > whitening.ORTHO_TOL       # the case needs the second projection
+    Z = whitening._orthonormal_against(R, X, 1.0)
+    assert Z.shape == (d, 3)
+    np.testing.assert_allclose(Z.T @ Z, np.eye(3), atol=1e-13)
+    assert np.abs(X.T @ Z).max() <= whitening.ORTHO_TOL
+    np.testing.assert_allclose(subspace_angles(Z, off), 0.0, atol=1e-8)
 
 
 def test_lobpcg_returns_the_algebraic_top_k_where_negatives_dominate():
