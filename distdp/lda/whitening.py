@@ -269,8 +269,8 @@ def _orthonormal_against(R: np.ndarray, X: np.ndarray, scale: float, rcond: floa
     below :data:`GRAM_RCOND` of the rest (:func:`orthonormal_basis`). The
     basis is projected off ``span(X)`` and orthonormalised once more only
     where orthonormalising lost that orthogonality (``‖Xᵀ Z‖ >``
-    :data:`ORTHO_TOL`), as in Duersch et al. (2018, SIAM J. Sci. Comput.
-    40(5), Alg. 5 "ortho").
+    :data:`ORTHO_TOL`), as in the orthogonalisation of Duersch, Shao, Yang &
+    Gu (2018, SIAM J. Sci. Comput. 40(5)).
     """
     for _ in range(2):                              # twice is enough (Giraud et al. 2005)
         R = R - X @ (X.T @ R)
