@@ -201,8 +201,10 @@ def weighted_cube_sum(Y: np.ndarray, weights: np.ndarray, block: int = DOC_BLOCK
     return out if Y.dtype == np.float64 else symmetrize(out)
 
 
-def weighted_pair_sum(Y: np.ndarray, weights: np.ndarray, B: np.ndarray, block: int = DOC_BLOCK) -> np.ndarray:
-    """``Σ_n weights_n y_n⊗y_n⊗b_n`` for the rows of ``Y`` (n×k) and ``B`` (n×m) → (k,k,m).
+def weighted_pair_sum(Y: np.ndarray, weights: np.ndarray | None, B: np.ndarray,
+                      block: int = DOC_BLOCK) -> np.ndarray:
+    """``Σ_n weights_n y_n⊗y_n⊗b_n`` for the rows of ``Y`` (n×k) and ``B`` (n×m) → (k,k,m); ``weights`` None:
+    every weight 1 (no pass over the products to apply them).
 
     One GEMM per block of rows of the weighted row-wise Khatri–Rao product
     ``Y ⊙ Y`` against ``B``, the block at most ``block`` rows and
@@ -216,13 +218,15 @@ def weighted_pair_sum(Y: np.ndarray, weights: np.ndarray, B: np.ndarray, block: 
     n, k = Y.shape
     m = B.shape[1]
     block = max(1, min(block, PRODUCT_BLOCK_ENTRIES // (k * k)))
-    weights = weights.astype(Y.dtype, copy=False)
+    weights = None if weights is None else weights.astype(Y.dtype, copy=False)
     if k < HALF_CUBE_K:
         out = np.zeros((k * k, m))
         for start in range(0, n, block):
             Yb = Y[start:start + block]
             kr = (Yb[:, :, None] * Yb[:, None, :]).reshape(len(Yb), k * k)
-            out += (kr * weights[start:start + block, None]).T @ B[start:start + block]
+            if weights is not None:
+                kr = kr * weights[start:start + block, None]
+            out += kr.T @ B[start:start + block]
         return out.reshape(k, k, m)
     rows_i, cols_j = np.triu_indices(k)
     offsets = np.concatenate([[0], np.cumsum(np.arange(k, 0, -1))])    # row i's pairs (i, i..k-1)
@@ -232,7 +236,8 @@ def weighted_pair_sum(Y: np.ndarray, weights: np.ndarray, B: np.ndarray, block: 
         kr = np.empty((len(Yb), len(rows_i)), dtype=Y.dtype)
         for i in range(k):
             np.multiply(Yb[:, i:i + 1], Yb[:, i:], out=kr[:, offsets[i]:offsets[i + 1]])
-        kr *= weights[start:start + block, None]
+        if weights is not None:
+            kr *= weights[start:start + block, None]
         half += kr.T @ B[start:start + block]
     out = np.empty((k, k, m))
     out[rows_i, cols_j] = half
@@ -260,12 +265,12 @@ def sym3_outer(P: np.ndarray, y: np.ndarray) -> np.ndarray:
 def sym3_rows(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     """``sym3(Σ_i A_i⊗A_i⊗B_i)`` for row matrices ``A``, ``B`` (d×k) → (k,k,k).
 
-    :func:`weighted_pair_sum` with unit weights, on blocks of at most
+    :func:`weighted_pair_sum` without weights, on blocks of at most
     :data:`PRODUCT_BLOCK_ENTRIES` / k² rows (the row-wise ``A ⊙ A`` is d×k²:
     4 GB at d = 50,000, k = 100 if formed whole).
     """
     d, k = A.shape
-    t = weighted_pair_sum(A, np.ones(d), B, max(1, PRODUCT_BLOCK_ENTRIES // (k * k)))
+    t = weighted_pair_sum(A, None, B, max(1, PRODUCT_BLOCK_ENTRIES // (k * k)))
     return t + t.transpose(0, 2, 1) + t.transpose(2, 0, 1)
 
 
