@@ -6,9 +6,12 @@ the results in shard order. :class:`LocalBackend` runs the shards in this
 process; :class:`distdp.distributed.RayBackend` runs them in Ray actors. Both
 reduce in the same order, so they give identical numbers for the same seed.
 
-Every quantity that leaves the data goes through ``releases.release(edge,
-value)`` at one of the data-flow edges of the DP spectral LDA paper (Fig. 1),
-so that noise can be added at any edge without changing this loop:
+:func:`fit_spectral` is the one loop of every spectral fit, private or not:
+its release object decides, stage by stage, what the shards compute and what
+leaves them (:class:`SpectralStages`). Non-private (:class:`NonPrivate`,
+:class:`ExactStages`), every quantity that leaves the data goes through
+``releases.release(edge, value)`` at one of the data-flow edges of the DP
+spectral LDA paper (Fig. 1):
 
 * ``"m2_whitening"`` (e3) — each ``M2 Ω`` product used to find ``W``;
 * ``"whitened_tensor"`` (e6) — the dense ``T = M3(W,W,W)``;
@@ -17,6 +20,10 @@ so that noise can be added at any edge without changing this loop:
 * ``"output"`` (e9) — the final topic-word matrix and α;
 * ``"em_sstats"`` — each variational EM iteration's summed sufficient
   statistics ``Σ_n c_nw φ_nwk`` (k×d), see :func:`refine_em`.
+
+The private fit's stages (:class:`distdp.lda.private.pipeline.PrivateStages`)
+release clipped sums with noise instead, and its EM is :func:`refine_em` with a
+noisy ``release``.
 """
 from __future__ import annotations
 
@@ -142,10 +149,12 @@ class NonPrivate:
 
     A release object (``releases``) is what a coordinator loop asks at each
     edge of :data:`EDGES`: ``release(edge, value)`` returns what may leave,
-    and ``e_step_args(lam, backend)`` the per-document clipping the shards
-    apply before their EM statistics are summed (:func:`refine_em`). Private
-    EM is :func:`refine_em` with a noisy release
-    (:class:`distdp.lda.private.pipeline.NoisyEMRelease`).
+    ``spectral_stages(...)`` the stages :func:`fit_spectral` runs, and
+    ``e_step_args(lam, backend)`` the per-document clipping the shards apply
+    before their EM statistics are summed (:func:`refine_em`). The private
+    fits run the same loops with a noisy release
+    (:class:`distdp.lda.private.pipeline.PrivateRelease`,
+    :class:`distdp.lda.private.pipeline.NoisyEMRelease`).
     """
 
     private = False
@@ -153,6 +162,11 @@ class NonPrivate:
     def release(self, edge: str, value):
         """Return ``value`` unchanged."""
         return value
+
+    def spectral_stages(self, backend: Backend, vocab_size: int, params: "SpectralParams", rng: np.random.Generator,
+                        stages: "Stages") -> "ExactStages":
+        """The exact stages of :func:`fit_spectral`, each value passed through :meth:`release`."""
+        return ExactStages(self, backend, vocab_size, params, rng, stages)
 
     def e_step_args(self, lam: np.ndarray, backend) -> tuple:
         """The E-step's ``(norm_cap, scales, relative_tol)``: no clipping; documents converge relative to their
@@ -228,6 +242,10 @@ class SpectralParams:
         """The α0 that enters the moments (0 for the single-topic model)."""
         return 0.0 if self.model == "stm" else float(self.alpha0)
 
+    def block_columns(self, vocab_size: int) -> int:
+        """Columns ``p = min(d, k + oversample)`` of the eigensolvers' blocks (oversample 10 by default)."""
+        return min(vocab_size, self.k + (self.oversample if self.oversample is not None else 10))
+
     def restarts(self) -> int:
         """``n_restarts``, or the LDA default :func:`default_lda_restarts` (robust method)."""
         return self.n_restarts if self.n_restarts is not None else default_lda_restarts(self.k)
@@ -290,14 +308,73 @@ class Stages:
             self.timings[stage] = self.timings.get(stage, 0.0) + time.perf_counter() - t0
 
 
+@dataclass(frozen=True)
+class WhitenedBasis:
+    """What the whitening stage hands on to the rest of the loop.
+
+    Attributes
+    ----------
+    eigenvalues : ndarray (m,)
+        M2's top eigenvalues, descending (``m ≤ k``: the topics M2 supports).
+    W : ndarray (d, m)
+        The whitening matrix the shards project their documents with.
+    unwhiten : ndarray (d, m)
+        What :func:`distdp.lda.recover_parameters` maps the tensor's eigenvectors back with.
+    """
+
+    eigenvalues: np.ndarray
+    W: np.ndarray
+    unwhiten: np.ndarray
+
+    @classmethod
+    def of(cls, wh: whitening.Whitening) -> "WhitenedBasis":
+        """The basis of a whitening of M2 itself."""
+        return cls(wh.eigenvalues, wh.W, wh.unwhiten)
+
+
+class SpectralStages(Protocol):
+    """The stages of one spectral fit, as :func:`fit_spectral` runs them in order.
+
+    Each stage decides what the shards compute and what leaves them (exact
+    sums through the identity release, or clipped sums with noise), and keeps
+    what later stages need. :class:`ExactStages` is the non-private fit;
+    :class:`distdp.lda.private.pipeline.PrivateStages` the private one.
+    """
+
+    def first_pass(self) -> None:
+        """Pass 1: the counts and first moments (and, where the solver starts there, the first M2 product)."""
+
+    def whiten(self) -> WhitenedBasis:
+        """The top eigenpairs of M2 and the whitening derived from them."""
+
+    def tensor(self, basis: WhitenedBasis, W_ref, key: str) -> None:
+        """The whitened third moment, formed or prepared for implicit products (``W_ref``: ``basis.W`` as broadcast
+        to the shards, ``key``: its :func:`matrix_key`)."""
+
+    def decompose(self, m: int) -> tuple[np.ndarray, np.ndarray]:
+        """The tensor's top ``m`` eigenpairs ``(λ, V)``, eigenvalues descending."""
+
+    def output(self, topic_word: np.ndarray, alpha: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The recovered topics and α as they may leave the fit."""
+
+    def stats(self) -> dict:
+        """``SpectralResult.stats``: counts and settings (for a private fit: released or public only)."""
+
+    def solver(self) -> dict:
+        """``SpectralResult.whitening``: how the eigenpairs of M2 were found."""
+
+
 def fit_spectral(backend: Backend, vocab_size: int, params: SpectralParams, rng: np.random.Generator,
                  releases=None, progress: Callable | None = None) -> SpectralResult:
-    """Spectral LDA / single-topic fit over the shards of ``backend``.
+    """Spectral LDA / single-topic fit over the shards of ``backend``: the coordinator loop of every fit.
 
-    Passes over the data: one for the counts, ``Σ m1`` and the first ``M2 Ω``;
-    up to ``eig_iters`` more for the eigensolver (until converged: ``eig_tol``);
-    one for the whitened tensor; and,
-    on the implicit path, one per power iteration.
+    The loop is the same for private and non-private fits; ``releases``
+    decides, stage by stage, what the shards compute and what leaves them
+    (:class:`SpectralStages`). Non-private (:class:`ExactStages`), the passes
+    over the data are: one for the counts, ``Σ m1`` and the first ``M2 Ω``;
+    up to ``eig_iters`` more for the eigensolver (until converged:
+    ``eig_tol``); one for the whitened tensor; and, on the implicit path, one
+    per power iteration.
 
     Parameters
     ----------
@@ -305,9 +382,10 @@ def fit_spectral(backend: Backend, vocab_size: int, params: SpectralParams, rng:
     vocab_size : int
     params : SpectralParams
     rng : numpy.random.Generator
-        Draws the eigensolver's test block and the power method's starts.
-    releases : object with ``release(edge, value)``, optional
-        Where noise is added (:data:`EDGES`); default :class:`NonPrivate`.
+        Draws the eigensolver's test block and the power method's starts (and, private, the noise).
+    releases : object with ``spectral_stages(backend, vocab_size, params, rng, stages)``, optional
+        The release seam: default :class:`NonPrivate` (exact sums; its ``release(edge, value)`` is called at
+        each edge of :data:`EDGES`); :class:`distdp.lda.private.pipeline.PrivateRelease` for a private fit.
     progress : callable, optional
         ``progress(stage, done, total)`` after each pass / iteration.
 
@@ -320,83 +398,122 @@ def fit_spectral(backend: Backend, vocab_size: int, params: SpectralParams, rng:
     k, d = params.k, vocab_size
     params.validate(d)
     st = Stages(progress)
-    coef = moments.MomentCoefficients(params.moment_alpha0)
-    p = min(d, k + (params.oversample if params.oversample is not None else 10))
-
+    fit = releases.spectral_stages(backend, d, params, rng, st)
     with st.timed("pass1_stats"):
-        omega0 = rng.standard_normal((d, p)) if params.eigensolver != "dense" else np.zeros((d, 1))
+        fit.first_pass()
+    st.step("pass1_stats")
+    with st.timed("whitening"):
+        basis = fit.whiten()
+    m = len(basis.eigenvalues)        # topics M2 supports: k, or fewer (the rest are filled below)
+    with st.timed("whitened_tensor"):
+        fit.tensor(basis, backend.broadcast(basis.W), matrix_key(basis.W))
+    st.step("whitened_tensor")
+    with st.timed("decomposition"):
+        lam, V = fit.decompose(m)
+    with st.timed("recovery"):
+        topic_word, alpha = fit.output(*lda.recover_parameters(lam, V, basis.unwhiten, params.alpha0, params.model))
+        if m < k:
+            topic_word, alpha = lda.fill_topics(topic_word, alpha, k, rng)
+    return SpectralResult(topic_word, alpha, basis.eigenvalues, np.asarray(lam), fit.stats(), st.timings,
+                          fit.solver())
+
+
+class ExactStages:
+    """The non-private stages of :func:`fit_spectral`: exact sums, each passed through ``releases.release(edge, …)``.
+
+    Parameters
+    ----------
+    releases : NonPrivate
+        The identity release (or a subclass that records or alters the edges).
+    backend, vocab_size, params, rng, stages
+        As :func:`fit_spectral` received them (``stages``: its :class:`Stages`).
+    """
+
+    def __init__(self, releases, backend: Backend, vocab_size: int, params: SpectralParams,
+                 rng: np.random.Generator, stages: Stages):
+        self.releases, self.backend, self.d, self.params, self.rng, self.st = (releases, backend, vocab_size,
+                                                                               params, rng, stages)
+        self.coef = moments.MomentCoefficients(params.moment_alpha0)
+        self.p = params.block_columns(vocab_size)
+        self.implicit = params.use_implicit()
+
+    def first_pass(self) -> None:
+        params, backend, d = self.params, self.backend, self.d
+        self.omega0 = self.rng.standard_normal((d, self.p)) if params.eigensolver != "dense" else np.zeros((d, 1))
         q0 = None
         if params.precision == "float32" and params.eigensolver != "dense":
             # N first (a count per shard), so that the first product folds the U-statistic term like the later
             # ones: one transposed sparse product instead of two. float64 keeps the unfolded first pass (and so
             # every small fit's numbers to the bit)
             n_used = sum(backend.call(Shard.used_documents))
-            q0 = moments.q_fold_scale(n_used, coef) if n_used >= 2 else None
-        fp = sum_partials(backend.call(Shard.first_pass, backend.broadcast(omega0), params.precision, q0))
-    st.step("pass1_stats")
-    N = fp.n_used
-    if N < max(3, k + 1):
-        raise ValueError(f"too few documents: {N} of {fp.n_total} have ≥ 3 tokens; "
-                         f"need at least max(3, k+1) = {max(3, k + 1)}")
+            q0 = moments.q_fold_scale(n_used, self.coef) if n_used >= 2 else None
+        self.fp = sum_partials(backend.call(Shard.first_pass, backend.broadcast(self.omega0), params.precision, q0))
+        self.N = self.fp.n_used
+        if self.N < max(3, params.k + 1):
+            raise ValueError(f"too few documents: {self.N} of {self.fp.n_total} have ≥ 3 tokens; "
+                             f"need at least max(3, k+1) = {max(3, params.k + 1)}")
 
-    def m2_times(partial, block):
-        return releases.release("m2_whitening", moments.m2_product(partial, fp.m1_sum, block, N, coef))
+    def _m2_times(self, partial, block):
+        return self.releases.release("m2_whitening",
+                                     moments.m2_product(partial, self.fp.m1_sum, block, self.N, self.coef))
 
-    q_scale = moments.q_fold_scale(N, coef)
-    with st.timed("whitening"):
-        partial = not getattr(releases, "private", True)    # a private release decides on k itself
+    def whiten(self) -> WhitenedBasis:
+        params, backend = self.params, self.backend
+        partial = not getattr(self.releases, "private", True)    # a private release decides on k itself
         if params.eigensolver != "dense":
+            q_scale = moments.q_fold_scale(self.N, self.coef)
+
             def apply(Q):
-                out = m2_times(sum_partials(backend.call(Shard.m2_product, backend.broadcast(Q), q_scale,
-                                                         params.precision)), Q)
-                st.step("whitening")
+                out = self._m2_times(sum_partials(backend.call(Shard.m2_product, backend.broadcast(Q), q_scale,
+                                                               params.precision)), Q)
+                self.st.step("whitening")
                 return out
             solve = whitening.lobpcg_top_eigh if params.eigensolver == "lobpcg" else whitening.randomized_top_eigh
-            first = m2_times(fp.m2, omega0)
-            fp, omega0 = dataclasses.replace(fp, m2=None), None     # d×p arrays not needed from here on
+            first = self._m2_times(self.fp.m2, self.omega0)
+            self.fp, self.omega0 = dataclasses.replace(self.fp, m2=None), None  # d×p arrays not needed from here on
             lock = {"soft_locking": params.soft_locking} if params.eigensolver == "lobpcg" else {}
-            wh = solve(apply, first, k, params.eig_iters, params.eig_tol, partial=partial, **lock)
+            self.wh = solve(apply, first, params.k, params.eig_iters, params.eig_tol, partial=partial, **lock)
         else:
-            dense = m2_times(sum_partials(backend.call(Shard.m2_dense)), np.eye(d))
-            st.step("whitening")
-            wh = whitening.dense_top_eigh(dense, k, partial=partial)
-    m = len(wh.eigenvalues)        # topics M2 supports: k, or fewer (the rest are filled by the caller)
-    W = wh.W
-    W_ref = backend.broadcast(W)
-    weights = moments.TensorWeights(N, params.moment_alpha0)
-    implicit = params.use_implicit()
-    key = matrix_key(W)
+            dense = self._m2_times(sum_partials(backend.call(Shard.m2_dense)), np.eye(self.d))
+            self.st.step("whitening")
+            self.wh = whitening.dense_top_eigh(dense, params.k, partial=partial)
+        return WhitenedBasis.of(self.wh)
 
-    with st.timed("whitened_tensor"):
-        tp = sum_partials(backend.call(Shard.tensor_partial, W_ref, weights, not implicit, key, params.precision))
-        wt = moments.WhitenedTensor(W, tp, fp.m1_sum, weights)
-    st.step("whitened_tensor")
+    def tensor(self, basis: WhitenedBasis, W_ref, key: str) -> None:
+        weights = moments.TensorWeights(self.N, self.params.moment_alpha0)
+        tp = sum_partials(self.backend.call(Shard.tensor_partial, W_ref, weights, not self.implicit, key,
+                                            self.params.precision))
+        self.wt = moments.WhitenedTensor(basis.W, tp, self.fp.m1_sum, weights)
+        self.W_ref, self.key, self.weights = W_ref, key, weights
 
-    with st.timed("decomposition"):
-        if implicit:
-            target = _ImplicitTensor(backend, W_ref, weights, key, wt, releases, st)
+    def decompose(self, m: int) -> tuple[np.ndarray, np.ndarray]:
+        params = self.params
+        if self.implicit:
+            target = _ImplicitTensor(self.backend, self.W_ref, self.weights, self.key, self.wt, self.releases, self.st)
         else:
-            target = releases.release("whitened_tensor", wt.dense())
+            target = self.releases.release("whitened_tensor", self.wt.dense())
         power = robust_power_method if params.method == "robust" else simultaneous_power_method
-        kwargs = {"rng": rng}
+        kwargs = {"rng": self.rng}
         if params.n_iters is not None:
             kwargs["n_iters"] = params.n_iters
         if params.method == "robust":
             kwargs["n_restarts"] = params.restarts()
         res = power(target, m, **kwargs)
-        lam, V = releases.release("decomposition", (np.asarray(res.eigenvalues), np.asarray(res.eigenvectors)))
+        return self.releases.release("decomposition", (np.asarray(res.eigenvalues), np.asarray(res.eigenvectors)))
 
-    with st.timed("recovery"):
-        topic_word, alpha = lda.recover_parameters(lam, V, wh.unwhiten, params.alpha0, params.model)
-        topic_word, alpha = releases.release("output", (topic_word, alpha))
-        if m < k:
-            topic_word, alpha = lda.fill_topics(topic_word, alpha, k, rng)
-    stats = {"n_docs": fp.n_total, "n_docs_used": N, "n_docs_short": fp.n_total - N, "n_topics_spectral": m,
-             "n_tokens": fp.n_tokens, "vocab_size": d, "n_shards": backend.n_shards,
-             "tensor_path": "implicit" if implicit else "explicit"}
-    solver = {"eigensolver": params.eigensolver, "m2_products": 1 if wh.products is None else 1 + wh.products,
-              "converged": wh.converged}
-    return SpectralResult(topic_word, alpha, wh.eigenvalues, np.asarray(lam), stats, st.timings, solver)
+    def output(self, topic_word: np.ndarray, alpha: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self.releases.release("output", (topic_word, alpha))
+
+    def stats(self) -> dict:
+        fp = self.fp
+        return {"n_docs": fp.n_total, "n_docs_used": self.N, "n_docs_short": fp.n_total - self.N,
+                "n_topics_spectral": len(self.wh.eigenvalues), "n_tokens": fp.n_tokens, "vocab_size": self.d,
+                "n_shards": self.backend.n_shards, "tensor_path": "implicit" if self.implicit else "explicit"}
+
+    def solver(self) -> dict:
+        wh = self.wh
+        return {"eigensolver": self.params.eigensolver, "m2_products": 1 if wh.products is None else 1 + wh.products,
+                "converged": wh.converged}
 
 
 def matrix_key(W: np.ndarray) -> str:

@@ -1,6 +1,9 @@
-"""The coordinator of the private spectral fit and of private EM.
+"""The releases of the private spectral fit and of private EM, and the private fit around them.
 
-Pure like :mod:`distdp.lda.pipeline`: shards are reached through a ``Backend``.
+Pure like :mod:`distdp.lda.pipeline`: shards are reached through a ``Backend``,
+and the loops are that module's: :func:`~distdp.lda.pipeline.fit_spectral` with
+a :class:`PrivateRelease` (its stages: :class:`PrivateStages`) and
+:func:`~distdp.lda.pipeline.refine_em` with a :class:`NoisyEMRelease`.
 The shards return unnormalised sums of clipped per-document statistics; the
 coordinator adds Gaussian noise once per release, records it in the
 :class:`~distdp.privacy.ledger.PrivacyLedger`, and derives everything else
@@ -43,10 +46,9 @@ from typing import Callable
 
 import numpy as np
 
-from distdp import lda
 from distdp.lda import moments, refine, whitening
-from distdp.lda.pipeline import (Backend, RefineResult, SpectralParams, SpectralResult, Stages, check_em_args,
-                                 matrix_key, refine_em, sum_partials)
+from distdp.lda.pipeline import (Backend, RefineResult, SpectralParams, SpectralResult, Stages, WhitenedBasis,
+                                 check_em_args, fit_spectral, matrix_key, refine_em, sum_partials)
 from distdp.privacy import accounting, mechanisms
 from distdp.lda.private import scalable
 from distdp.lda.private.shard import PrivateShard
@@ -532,12 +534,138 @@ def _power_iterations(backend, W_ref, k, c3, key, n_hat, assemble_apply, config,
     return lam[order], V[:, order]
 
 
+class PrivateRelease:
+    """The release seam of a private spectral fit: :func:`~distdp.lda.pipeline.fit_spectral` with it runs
+    :class:`PrivateStages` (clipped sums on the shards, Gaussian noise added once per release at the coordinator
+    and recorded in the ledger).
+
+    Parameters
+    ----------
+    config : PrivateSpectralConfig
+    noise : _Noise
+        The budget plan, its generator and the ledger the releases are recorded in.
+    restart : float, optional
+        The whitening probe's restart threshold (:func:`fit_spectral_private`).
+    word_scales : ndarray (d,), optional
+        As :func:`fit_spectral_private`.
+    """
+
+    private = True
+
+    def __init__(self, config: scalable.PrivateSpectralConfig, noise: "_Noise", restart: float | None = None,
+                 word_scales: np.ndarray | None = None):
+        self.config, self.noise, self.restart = config, noise, restart
+        self.word_scales = None if word_scales is None else np.asarray(word_scales, dtype=np.float64)
+
+    def spectral_stages(self, backend: Backend, vocab_size: int, params: SpectralParams, rng: np.random.Generator,
+                        stages: Stages) -> "PrivateStages":
+        """The private stages of one fit (kept as ``fit``: its released constants outlive the loop)."""
+        self.fit = PrivateStages(self, backend, vocab_size, params, rng, stages)
+        return self.fit
+
+
+class PrivateStages:
+    """The private stages of :func:`~distdp.lda.pipeline.fit_spectral` (module docstring: the releases in order).
+
+    After the fit, ``n_hat``, ``tokens_hat`` and ``clip`` hold the released constants
+    (:class:`PrivateSpectral`).
+    """
+
+    def __init__(self, release: PrivateRelease, backend: Backend, vocab_size: int, params: SpectralParams,
+                 rng: np.random.Generator, stages: Stages):
+        self.release, self.backend, self.d, self.params, self.rng, self.st = (release, backend, vocab_size, params,
+                                                                              rng, stages)
+        self.config, self.noise, self.s = release.config, release.noise, release.word_scales
+        self.coef = moments.MomentCoefficients(params.moment_alpha0)
+        self.p = params.block_columns(vocab_size)
+
+    def first_pass(self) -> None:
+        """Release 1 (counts and norm histograms → N̂, tokens, C1, C2) and release 2 (``Σ f_n m1_n``)."""
+        backend, noise, k = self.backend, self.noise, self.params.k
+        self.n_total = int(sum(backend.call(Shard.row_count)))
+        if self.n_total < max(3, k + 1):
+            raise ValueError(f"too few documents: {self.n_total}; need at least max(3, k+1) = {max(3, k + 1)}")
+        self.n_hat, self.tokens_hat, self.c1, self.c2 = _release_counts(backend, self.config, noise, self.n_total,
+                                                                        self.s)
+        sens1 = math.sqrt(2.0) * self.c1
+        self.m1 = noise.add("m1", sum_partials(backend.call(PrivateShard.private_m1, self.c1)), sens1,
+                            note="Σ f_n m1_n") / self.n_hat
+        self.m1_var = (noise.plan["m1"].multiplier * sens1 / self.n_hat) ** 2
+
+    def whiten(self) -> WhitenedBasis:
+        """Release 3: the noisy second moment (:func:`_private_whitening`), in the word scales' coordinates."""
+        s, m1, m1_var = self.s, self.m1, self.m1_var
+        # Scaled, S m̂1's noise has covariance v·S²; its bias in the eigenvalues is taken as v·mean(s²)·I.
+        wh, self.e2w, self.rel = _private_whitening(
+            self.backend, self.d, self.params.k, self.p, self.coef, self.n_hat, m1 if s is None else s * m1,
+            m1_var if s is None else m1_var * float(np.mean(s * s)), self.c2, self.config, self.noise, self.rng,
+            self.st, self.release.restart, s)
+        if s is None:
+            return WhitenedBasis.of(wh)
+        # M3(S·,S·,S·) whitened by W̃ is M3 whitened by S W̃; the topics come back through S⁻¹
+        return WhitenedBasis(wh.eigenvalues, s[:, None] * wh.W, wh.unwhiten / s[:, None])
+
+    def tensor(self, basis: WhitenedBasis, W_ref, key: str) -> None:
+        """Release 4 (the tensor's clip bound C3) and, for ``mechanism="whitened"``, release 5: the noisy
+        ``E3(W,W,W)`` assembled into the whitened tensor."""
+        W, params = basis.W, self.params
+        self.W_ref, self.key = W_ref, key
+        self.m_w, self.gram = W.T @ self.m1, W.T @ W
+        self.c3 = _tensor_clip(self.backend, W, W_ref, key, self.config, self.noise)
+        if self.config.mechanism == "whitened":
+            self.T = _explicit_tensor(self.backend, W_ref, self.c3, key, self.n_hat,
+                                      lambda e3: scalable.assemble_tensor(e3, self.e2w, self.m_w, self.gram,
+                                                                          self.m1_var, params.moment_alpha0),
+                                      self.noise)
+
+    def decompose(self, m: int) -> tuple[np.ndarray, np.ndarray]:
+        """The released tensor's eigenpairs (post-processing), or the noisy power iterations
+        (``mechanism="power"``, one release per iteration)."""
+        params = self.params
+        if self.config.mechanism == "whitened":
+            kwargs = {k_: v for k_, v in (("n_restarts", params.n_restarts), ("n_iters", params.n_iters)) if v}
+            res = robust_power_method(self.T, m, rng=self.rng, **kwargs)
+            return np.asarray(res.eigenvalues), np.asarray(res.eigenvectors)
+        return _power_iterations(
+            self.backend, self.W_ref, m, self.c3, self.key, self.n_hat,
+            lambda e3u, U: scalable.assemble_tensor_apply(e3u, U, self.e2w, self.m_w, self.gram, self.m1_var,
+                                                          params.moment_alpha0),
+            self.config, self.noise, self.rng, self.st)
+
+    def output(self, topic_word: np.ndarray, alpha: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Post-processing of the releases: unchanged."""
+        return topic_word, alpha
+
+    @property
+    def clip(self) -> dict:
+        """The clip bounds read off the noisy histograms."""
+        return {"m1": self.c1, "m2": self.c2, "m3": self.c3}
+
+    def stats(self) -> dict:
+        config = self.config
+        stats = {"n_docs": self.n_total, "n_docs_used_noisy": self.n_hat, "n_tokens_noisy": self.tokens_hat,
+                 "vocab_size": self.d, "n_shards": self.backend.n_shards,
+                 "tensor_path": "implicit" if config.mechanism == "power" else "explicit",
+                 "whitening": _whitening_description(self.rel.solver), "clip": self.clip,
+                 "clip_quantiles": {"m1": config.quantile, "m2": config.quantile, "m3": config.tensor_quantile}}
+        if self.rel.topup is not None:
+            stats["whitening_topup"] = self.rel.topup
+        if self.s is not None:
+            stats["whitening_word_scales"] = SCALES_NOTE
+        return stats
+
+    def solver(self) -> dict:
+        """Said in ``stats()["whitening"]`` instead (a private result's ``whitening`` is empty)."""
+        return {}
+
+
 def fit_spectral_private(backend: Backend, vocab_size: int, params: SpectralParams,
                          config: scalable.PrivateSpectralConfig, rng: np.random.Generator,
                          ledger: PrivacyLedger | None = None, plan: dict | None = None,
                          progress: Callable | None = None, restart: float | None = None,
                          word_scales: np.ndarray | None = None) -> PrivateSpectral:
-    """Private spectral LDA / single-topic fit (module docstring).
+    """Private spectral LDA / single-topic fit (module docstring): :func:`~distdp.lda.pipeline.fit_spectral` with a
+    :class:`PrivateRelease`.
 
     Parameters
     ----------
@@ -569,63 +697,11 @@ def fit_spectral_private(backend: Backend, vocab_size: int, params: SpectralPara
     ValueError
         Bad parameters, or a budget that the data cannot support (noisy σ_k ≤ 0).
     """
-    params.validate(vocab_size)
     config.validate()
-    k, d = params.k, vocab_size
     ledger = ledger if ledger is not None else PrivacyLedger()
-    noise = _Noise(plan or scalable.plan_noise(config), rng, ledger)
-    st = Stages(progress)
-    coef = moments.MomentCoefficients(params.moment_alpha0)
-    p = min(d, k + (params.oversample if params.oversample is not None else 10))
-    n_total = int(sum(backend.call(Shard.row_count)))
-    if n_total < max(3, k + 1):
-        raise ValueError(f"too few documents: {n_total}; need at least max(3, k+1) = {max(3, k + 1)}")
-
-    with st.timed("pass1_stats"):
-        s = None if word_scales is None else np.asarray(word_scales, dtype=np.float64)
-        n_hat, tokens_hat, c1, c2 = _release_counts(backend, config, noise, n_total, s)
-        sens1 = math.sqrt(2.0) * c1
-        m1 = noise.add("m1", sum_partials(backend.call(PrivateShard.private_m1, c1)), sens1, note="Σ f_n m1_n") / n_hat
-        m1_var = (noise.plan["m1"].multiplier * sens1 / n_hat) ** 2
-    st.step("pass1_stats")
-    with st.timed("whitening"):
-        # Scaled, S m̂1's noise has covariance v·S²; its bias in the eigenvalues is taken as v·mean(s²)·I.
-        wh, e2w, rel = _private_whitening(
-            backend, d, k, p, coef, n_hat, m1 if s is None else s * m1,
-            m1_var if s is None else m1_var * float(np.mean(s * s)), c2, config, noise, rng, st, restart, s)
-    W = wh.W if s is None else s[:, None] * wh.W          # M3(S·,S·,S·) whitened by W̃ is M3 whitened by S W̃
-    W_ref = backend.broadcast(W)
-    key = matrix_key(W)
-    m, gram = W.T @ m1, W.T @ W
-    with st.timed("whitened_tensor"):
-        c3 = _tensor_clip(backend, W, W_ref, key, config, noise)
-    with st.timed("decomposition"):
-        if config.mechanism == "whitened":
-            T = _explicit_tensor(backend, W_ref, c3, key, n_hat,
-                                 lambda e3: scalable.assemble_tensor(e3, e2w, m, gram, m1_var, params.moment_alpha0),
-                                 noise)
-            kwargs = {k_: v for k_, v in (("n_restarts", params.n_restarts), ("n_iters", params.n_iters)) if v}
-            res = robust_power_method(T, k, rng=rng, **kwargs)
-            lam, V = np.asarray(res.eigenvalues), np.asarray(res.eigenvectors)
-        else:
-            lam, V = _power_iterations(
-                backend, W_ref, k, c3, key, n_hat,
-                lambda e3u, U: scalable.assemble_tensor_apply(e3u, U, e2w, m, gram, m1_var, params.moment_alpha0),
-                config, noise, rng, st)
-    with st.timed("recovery"):
-        topic_word, alpha = lda.recover_parameters(lam, V, wh.unwhiten if s is None else wh.unwhiten / s[:, None],
-                                                   params.alpha0, params.model)
-    stats = {"n_docs": n_total, "n_docs_used_noisy": n_hat, "n_tokens_noisy": tokens_hat, "vocab_size": d,
-             "n_shards": backend.n_shards, "tensor_path": "implicit" if config.mechanism == "power" else "explicit",
-             "whitening": _whitening_description(rel.solver),
-             "clip": {"m1": c1, "m2": c2, "m3": c3},
-             "clip_quantiles": {"m1": config.quantile, "m2": config.quantile, "m3": config.tensor_quantile}}
-    if rel.topup is not None:
-        stats["whitening_topup"] = rel.topup
-    if s is not None:
-        stats["whitening_word_scales"] = SCALES_NOTE
-    result = SpectralResult(topic_word, alpha, wh.eigenvalues, np.asarray(lam), stats, st.timings)
-    return PrivateSpectral(result, ledger, n_hat, tokens_hat, {"m1": c1, "m2": c2, "m3": c3})
+    release = PrivateRelease(config, _Noise(plan or scalable.plan_noise(config), rng, ledger), restart, word_scales)
+    result = fit_spectral(backend, vocab_size, params, rng, releases=release, progress=progress)
+    return PrivateSpectral(result, ledger, release.fit.n_hat, release.fit.tokens_hat, release.fit.clip)
 
 
 #: How the ledger and the spectral stats name the whitening's word scales (fit_lda_private_scalable).

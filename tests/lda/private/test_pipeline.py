@@ -440,3 +440,36 @@ def test_spectral_word_scales_keep_the_moments_topics(corpus_p, form):
     assert scaled.stats["whitening_word_scales"] == pp.SCALES_NOTE
     base = matched_l1(plain.topic_word, corpus_p.topic_word)[0]
     assert matched_l1(scaled.topic_word, corpus_p.topic_word)[0] < max(2 * base, 0.05)
+
+
+@pytest.mark.parametrize("mechanism", ["whitened", "power"])
+def test_private_spectral_fit_runs_the_one_coordinator_loop(monkeypatch, mechanism):
+    """The private spectral fit is :func:`pipeline.fit_spectral` with a PrivateRelease: the same loop, stages and
+    timings as the non-private fit, its releases in the data flow's order (counts and m1 in the first pass, the
+    second moment in the whitening, C3 and, for ``whitened``, E3 in the tensor stage, the power mechanism's
+    products in the decomposition)."""
+    from distdp.lda.private import pipeline as pp
+
+    seen, progress = [], []
+    real = pipeline.fit_spectral
+
+    def spy(*args, **kw):
+        seen.append(kw["releases"])
+        return real(*args, **kw)
+
+    monkeypatch.setattr(pp, "fit_spectral", spy)
+    c = sample_corpus(3000, 150, 5, np.random.default_rng(4), alpha0=1.0, doc_length=80)
+    backend = pipeline.LocalBackend([Shard(c.counts[:1500]), Shard(c.counts[1500:])])
+    cfg = lda_private.PrivateSpectralConfig(8.0, 1e-6, mechanism=mechanism)
+    ps = pp.fit_spectral_private(backend, 150, pipeline.SpectralParams(k=5, alpha0=1.0), cfg,
+                                 np.random.default_rng(0), progress=lambda stage, *_: progress.append(stage))
+    assert len(seen) == 1 and isinstance(seen[0], pp.PrivateRelease) and seen[0].private
+    plain = pipeline.fit_spectral(backend, 150, pipeline.SpectralParams(k=5, alpha0=1.0), np.random.default_rng(0))
+    assert list(ps.result.timings) == list(plain.timings)
+    stage_order = list(dict.fromkeys(progress))
+    assert stage_order[:2] == ["pass1_stats", "whitening"] and "whitened_tensor" in stage_order
+    stages = list(dict.fromkeys(r.stage for r in ps.ledger.releases))
+    tensor = ["tensor_bounds", "whitened_tensor"]
+    assert stages[:2] == ["counts", "m1"] and stages[-2:] == tensor
+    assert all(s.startswith("m2_whitening") for s in stages[2:-2])
+    assert ps.clip == ps.result.stats["clip"] and ps.result.whitening == {}
