@@ -318,7 +318,13 @@ def fit_lda(corpus, k: int, *, alpha0: float | None = None, model: str = "lda", 
         With ``refiner="em"``: most batch variational EM iterations (default
         :data:`distdp.lda.pipeline.DEFAULT_REFINE`, stopped earlier once the
         bound's relative change is below :data:`distdp.lda.pipeline.EM_STOP_TOL`).
-        Both learn α (Minka's fixed point). In a private fit the refinement is
+        Both learn α (Minka's fixed point). Where the spectral stage cannot
+        run (fewer than k + 1 documents of at least 3 tokens, e.g. a corpus
+        of one- and two-word queries), a refined fit starts from topics split
+        from the word frequencies (:func:`distdp.lda.pipeline.frequency_start`;
+        default :data:`distdp.lda.pipeline.FALLBACK_SWEEPS` Gibbs sweeps), says
+        so on stderr and in ``model.json`` (``corpus.spectral_skipped``); with
+        ``refine=0`` it is an error. In a private fit the refinement is
         private EM: it follows the unmixing passes, α stays the released
         spectral one, and giving ``refine`` (even 0) turns the default
         unmixing passes off.
@@ -384,12 +390,21 @@ def fit_lda(corpus, k: int, *, alpha0: float | None = None, model: str = "lda", 
         params = solver.spectral_params(k, alpha0, model, oc.nonzeros)
         params.validate(oc.vocab_size)
         refiner = _choose_refiner(oc.backend, model, refiner, refine, oc.out_of_core)
+        refine_given = refine is not None
         if refine is None:
             refine = 0 if model != "lda" else (pipeline.DEFAULT_SWEEPS if refiner == "gibbs" else
                                                pipeline.DEFAULT_REFINE)
         eta = (pipeline.GIBBS_ETA if refiner == "gibbs" else 1.0 / k) if eta is None else float(eta)
         try:
-            res = pipeline.fit_spectral(oc.backend, oc.vocab_size, params, rng, progress=update)
+            try:
+                res = pipeline.fit_spectral(oc.backend, oc.vocab_size, params, rng, progress=update)
+            except pipeline.TooFewDocuments as err:
+                if not refine:
+                    raise ValueError(f"{err}. Refined (the default for model='lda'), the fit starts from the "
+                                     "word frequencies instead; the pure spectral fit (refine=0) cannot.") from None
+                res = pipeline.frequency_start(oc.backend, oc.vocab_size, k, alpha0, rng, err)
+                refine = refine if refine_given else (pipeline.FALLBACK_SWEEPS if refiner == "gibbs" else
+                                                      pipeline.DEFAULT_REFINE)
             n_em = _em_iterations(res, k, model, refine)
             topic_word, alpha, variational, em = res.topic_word, res.alpha, None, None
             start = np.full(k, alpha0 / k) if alpha_given else pipeline.em_start_alpha(res.alpha)
@@ -413,7 +428,7 @@ def fit_lda(corpus, k: int, *, alpha0: float | None = None, model: str = "lda", 
     timings = {"read": oc.read_seconds, **res.timings}
     gibbs_run = isinstance(em, pipeline.GibbsResult)
     info = {
-        "method": "spectral" + ("" if em is None else f" + {len(em.seconds) - 1} collapsed Gibbs sweeps" if gibbs_run
+        "method": ("word frequencies" if "spectral_skipped" in res.stats else "spectral") + ("" if em is None else f" + {len(em.seconds) - 1} collapsed Gibbs sweeps" if gibbs_run
                                 else f" + {len(em.elbo)} variational EM iterations"),
         "parameters": {"k": k, "alpha0": alpha0, "alpha0_given": alpha_given, "model": model, "seed": seed,
                        "backend": oc.kind, "workers": oc.backend.n_shards, "out_of_core": oc.out_of_core,
@@ -442,7 +457,9 @@ def fit_lda(corpus, k: int, *, alpha0: float | None = None, model: str = "lda", 
         if gibbs_run:
             info["refine"] = {"sweeps": len(em.seconds) - 1,
                               "sampler": "collapsed Gibbs (Griffiths & Steyvers 2004), shards as AD-LDA (Newman et "
-                                         "al. 2009), started from the spectral topics",
+                                         "al. 2009), started from the " + ("topics split from the word frequencies"
+                                                                           if "spectral_skipped" in res.stats
+                                                                           else "spectral topics"),
                               "log_likelihood": em.log_likelihood, "restarted_shards": em.restarts, **shared}
         else:
             info["refine"] = {"iterations": len(em.elbo), "converged": em.converged, "stop_tol": pipeline.EM_STOP_TOL,
@@ -490,6 +507,10 @@ def _em_iterations(res: pipeline.SpectralResult, k: int, model: str, refine: int
     """
     m = res.n_supported
     if m == k:
+        return refine
+    if "spectral_skipped" in res.stats:
+        warnings.warn(f"the spectral stage did not run ({res.stats['spectral_skipped']}); {refine} refinement "
+                      f"iterations separated them (model.json: corpus.spectral_skipped)", stacklevel=3)
         return refine
     if model != "lda":
         raise ValueError(f"k={k} is larger than the data supports: M2 has {m} positive eigenvalues among its top "

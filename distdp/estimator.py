@@ -138,30 +138,24 @@ class SpectralLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
 
     Notes
     -----
-    Spectral LDA uses the documents with at least 3 tokens (others are
-    skipped) and needs at least ``max(3, n_components + 1)`` of them;
-    ``fit`` raises a ``ValueError`` saying so otherwise. Counts must be
+    The spectral stage uses the documents with at least 3 tokens (others are
+    skipped) and needs at least ``max(3, n_components + 1)`` of them; with
+    fewer, a refined fit (the default) starts from topics split from the word
+    frequencies instead and warns (``info_["corpus"]["spectral_skipped"]``),
+    and ``refine=0`` raises a ``ValueError``. Counts must be
     non-negative; fractional counts (e.g. tf-idf) are accepted as in
     scikit-learn, though the moment estimators assume counts.
 
     scikit-learn's ``check_estimator`` passes on ``SpectralLDA(n_components=1)``
     and ``SpectralLDA(n_components=2)`` (with ``ClusterOptions(backend="local")``)
     except for checks whose data cannot be a corpus for spectral LDA, each
-    expected to fail with its reason in ``tests/test_estimator.py``:
-
-    - ``check_fit_score_takes_y``, ``check_estimators_nan_inf``,
-      ``check_estimator_sparse_array``, ``check_estimator_sparse_matrix`` and
-      ``check_estimator_sparse_tag``: every document (row) of their data has
-      fewer than 3 tokens (uniform(0, 1) entries over 3 columns, the sparse
-      ones mostly zeroed), so no document is left for the third moment and
-      ``fit`` raises a ``ValueError`` saying so. Sparse formats and NaN
-      input are tested on a real corpus instead.
-    - With ``n_components=2`` only, the checks that fit data of 2 columns
-      (``check_estimators_overwrite_params``,
-      ``check_estimators_fit_returns_self``, ``check_readonly_memmap_input``,
-      ``check_fit_idempotent``, ``check_fit_check_is_fitted``,
-      ``check_n_features_in``): ``n_components`` must be smaller than the
-      number of words. They pass with ``n_components=1``.
+    expected to fail with its reason in ``tests/test_estimator.py``: with
+    ``n_components=2`` only, the checks that fit data of 2 columns
+    (``check_estimators_overwrite_params``,
+    ``check_estimators_fit_returns_self``, ``check_readonly_memmap_input``,
+    ``check_fit_idempotent``, ``check_fit_check_is_fitted``,
+    ``check_n_features_in``): ``n_components`` must be smaller than the
+    number of words. They pass with ``n_components=1``.
 
     Examples
     --------
@@ -231,7 +225,7 @@ class SpectralLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         need = max(3, k + 1)
         if n_samples < need:
             raise ValueError(f"X has n_samples={n_samples} document(s) but spectral LDA with n_components={k} needs "
-                             f"at least max(3, n_components + 1) = {need} documents of ≥ 3 tokens")
+                             f"at least max(3, n_components + 1) = {need} documents")
 
     def _fit_kwargs(self, seed: int | None) -> dict:
         public = self.privacy is not None and self.privacy.public_corpus is not None
@@ -261,8 +255,9 @@ class SpectralLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         Raises
         ------
         ValueError
-            A bad parameter (naming it), negative counts, too few words for
-            ``n_components`` or too few documents of at least 3 tokens.
+            A bad parameter (naming it), negative counts, too few words or
+            documents for ``n_components``, or (``refine=0``) too few documents
+            of at least 3 tokens.
         """
         seed = self._check_params()
         kw = self._fit_kwargs(seed)

@@ -161,7 +161,8 @@ def run(args) -> int:
     elapsed = time.perf_counter() - t0
     print(model.format_top_words(), end="")
     t = model.info.get("timings_s")
-    used = model.info["corpus"].get("n_docs_used", model.info["corpus"].get("n_docs"))
+    corpus = model.info["corpus"]       # documents the spectral stage used; all, where only the refinement ran
+    used = corpus["n_docs"] if "spectral_skipped" in corpus else corpus.get("n_docs_used", corpus.get("n_docs"))
     if t is not None:
         took = f"fit {t['total'] - t['read']:.2f}s after {t['read']:.2f}s starting workers and reading"
     else:   # a private fit: wall times depend on the data, so model.json leaves them out (privacy.not_released)

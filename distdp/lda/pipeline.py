@@ -418,6 +418,64 @@ def fit_spectral(backend: Backend, vocab_size: int, params: SpectralParams, rng:
                           fit.solver())
 
 
+class TooFewDocuments(ValueError):
+    """The spectral stage cannot run: fewer than ``max(3, k + 1)`` documents have at least 3 tokens.
+
+    The third-moment estimator averages over documents of at least 3 tokens
+    (:func:`distdp.lda.moments.doc_weights`), and k topics need k + 1 of
+    them. A refined fit starts from the word frequencies instead
+    (:func:`frequency_start`).
+    """
+
+    def __init__(self, n_used: int, n_total: int, k: int):
+        self.n_used, self.n_total, self.k = int(n_used), int(n_total), int(k)
+        super().__init__(f"too few documents: {self.n_used} of {self.n_total} have ≥ 3 tokens; "
+                         f"need at least max(3, k+1) = {max(3, self.k + 1)}")
+
+
+#: Gibbs sweeps of a fit that starts from the word frequencies (:func:`frequency_start`) unless the user says
+#: otherwise: a start with no topic structure, where the chain needs more sweeps than from spectral topics.
+#: Measured on five real corpora cut to 2 tokens a document, k = 10 and 20 (``benchmarks/fallback_quality.py``,
+#: docs/topic_quality.md): NPMI at or above tomotopy's at 200 iterations in 4 of 10 rows at 150 sweeps and 9 of 10
+#: at 300 (the tenth 0.001 below); 500 gained at most 0.03 more, at 1.4–1.9× the time of 300.
+FALLBACK_SWEEPS = 300
+
+
+def frequency_start(backend: Backend, vocab_size: int, k: int, alpha0: float, rng: np.random.Generator,
+                    reason: TooFewDocuments) -> SpectralResult:
+    """The start of a refinement where the spectral stage cannot run: ``k`` topics split from the word frequencies.
+
+    The corpus's word frequencies are one topic, split ``k − 1`` times by
+    :func:`distdp.lda.fill_topics` (each child the parent times a log-normal
+    perturbation), with α = α0/k each: a start with no topic structure, which
+    the refinement then separates. The result has no spectral topics
+    (``n_topics_spectral`` 0, no eigenvalues) and says why in
+    ``stats["spectral_skipped"]``.
+
+    Parameters
+    ----------
+    backend : Backend
+    vocab_size : int
+    k : int
+    alpha0 : float
+    rng : numpy.random.Generator
+        Draws the splits' perturbations.
+    reason : TooFewDocuments
+        Why the spectral stage did not run.
+    """
+    st = Stages(None)
+    with st.timed("frequency_start"):
+        freq = sum_partials(backend.call(Shard.term_frequency)).astype(np.float64)
+        if not freq.sum() > 0:
+            raise ValueError("the corpus has no tokens: every document is empty")
+        topic_word, alpha = lda.fill_topics(freq[None, :] / freq.sum(), np.array([float(alpha0)]), k, rng)
+    stats = {"n_docs": reason.n_total, "n_docs_used": reason.n_used, "n_docs_short": reason.n_total - reason.n_used,
+             "n_topics_spectral": 0, "n_tokens": float(freq.sum()), "vocab_size": vocab_size,
+             "n_shards": backend.n_shards, "tensor_path": None,
+             "spectral_skipped": f"{reason}: the topics were split from the word frequencies"}
+    return SpectralResult(topic_word, alpha, np.zeros(0), np.zeros(0), stats, st.timings, {})
+
+
 class ExactStages:
     """The non-private stages of :func:`fit_spectral`: exact sums, each passed through ``releases.release(edge, …)``.
 
@@ -450,8 +508,7 @@ class ExactStages:
         self.fp = sum_partials(backend.call(Shard.first_pass, backend.broadcast(self.omega0), params.precision, q0))
         self.N = self.fp.n_used
         if self.N < max(3, params.k + 1):
-            raise ValueError(f"too few documents: {self.N} of {self.fp.n_total} have ≥ 3 tokens; "
-                             f"need at least max(3, k+1) = {max(3, params.k + 1)}")
+            raise TooFewDocuments(self.N, self.fp.n_total, params.k)
 
     def _m2_times(self, partial, block):
         return self.releases.release("m2_whitening",
