@@ -427,8 +427,12 @@ def fit_lda(corpus, k: int, *, alpha0: float | None = None, model: str = "lda", 
             close()
     timings = {"read": oc.read_seconds, **res.timings}
     gibbs_run = isinstance(em, pipeline.GibbsResult)
+    skipped = "spectral_skipped" in res.stats        # the refinement started from pipeline.frequency_start
+    start_from, start_topics, start_alpha = (
+        ("word frequencies", "topics split from the word frequencies", "split topics") if skipped
+        else ("spectral", "spectral topics", "spectral"))
     info = {
-        "method": ("word frequencies" if "spectral_skipped" in res.stats else "spectral") + ("" if em is None else f" + {len(em.seconds) - 1} collapsed Gibbs sweeps" if gibbs_run
+        "method": start_from + ("" if em is None else f" + {len(em.seconds) - 1} collapsed Gibbs sweeps" if gibbs_run
                                 else f" + {len(em.elbo)} variational EM iterations"),
         "parameters": {"k": k, "alpha0": alpha0, "alpha0_given": alpha_given, "model": model, "seed": seed,
                        "backend": oc.kind, "workers": oc.backend.n_shards, "out_of_core": oc.out_of_core,
@@ -451,15 +455,13 @@ def fit_lda(corpus, k: int, *, alpha0: float | None = None, model: str = "lda", 
         learned = (f"learned every {pipeline.ALPHA_EVERY} sweeps (Minka's fixed point on the topic-count histograms)"
                    if gibbs_run else "learned (Minka's Newton fixed point)")
         shared = {"alpha": (f"fixed at alpha0/k = {alpha0 / k:g} (alpha0 given)" if alpha_given else
-                            learned + ", started symmetric at Σα/k of the spectral α"),
+                            learned + f", started symmetric at Σα/k of the {start_alpha} α"),
                   "learned_alpha0": None if alpha_given else float(alpha.sum()),
                   "spectral_alpha": res.alpha, "seconds": em.seconds, "spectral_topic_word_l1_change": moved}
         if gibbs_run:
             info["refine"] = {"sweeps": len(em.seconds) - 1,
                               "sampler": "collapsed Gibbs (Griffiths & Steyvers 2004), shards as AD-LDA (Newman et "
-                                         "al. 2009), started from the " + ("topics split from the word frequencies"
-                                                                           if "spectral_skipped" in res.stats
-                                                                           else "spectral topics"),
+                                         f"al. 2009), started from the {start_topics}",
                               "log_likelihood": em.log_likelihood, "restarted_shards": em.restarts, **shared}
         else:
             info["refine"] = {"iterations": len(em.elbo), "converged": em.converged, "stop_tol": pipeline.EM_STOP_TOL,

@@ -445,10 +445,11 @@ def frequency_start(backend: Backend, vocab_size: int, k: int, alpha0: float, rn
                     reason: TooFewDocuments) -> SpectralResult:
     """The start of a refinement where the spectral stage cannot run: ``k`` topics split from the word frequencies.
 
-    The corpus's word frequencies are one topic, split ``k − 1`` times by
-    :func:`distdp.lda.fill_topics` (each child the parent times a log-normal
-    perturbation), with α = α0/k each: a start with no topic structure, which
-    the refinement then separates. The result has no spectral topics
+    The corpus's word frequencies are one topic of weight α0, split ``k − 1``
+    times by :func:`distdp.lda.fill_topics` (each child the parent times a
+    log-normal perturbation, the parent's weight halved between them): a start
+    with no topic structure, which the refinement then separates (from a
+    symmetric α, as after a spectral start). The result has no spectral topics
     (``n_topics_spectral`` 0, no eigenvalues) and says why in
     ``stats["spectral_skipped"]``.
 
