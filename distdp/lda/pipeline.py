@@ -517,7 +517,7 @@ class ExactStages:
 
     def whiten(self) -> WhitenedBasis:
         params, backend = self.params, self.backend
-        partial = not getattr(self.releases, "private", True)    # a private release decides on k itself
+        # partial: M2 may support m < k topics; fit_spectral fills the rest (the private stages decide on k themselves)
         if params.eigensolver != "dense":
             q_scale = moments.q_fold_scale(self.N, self.coef)
 
@@ -530,11 +530,11 @@ class ExactStages:
             first = self._m2_times(self.fp.m2, self.omega0)
             self.fp, self.omega0 = dataclasses.replace(self.fp, m2=None), None  # d×p arrays not needed from here on
             lock = {"soft_locking": params.soft_locking} if params.eigensolver == "lobpcg" else {}
-            self.wh = solve(apply, first, params.k, params.eig_iters, params.eig_tol, partial=partial, **lock)
+            self.wh = solve(apply, first, params.k, params.eig_iters, params.eig_tol, partial=True, **lock)
         else:
             dense = self._m2_times(sum_partials(backend.call(Shard.m2_dense)), np.eye(self.d))
             self.st.step("whitening")
-            self.wh = whitening.dense_top_eigh(dense, params.k, partial=partial)
+            self.wh = whitening.dense_top_eigh(dense, params.k, partial=True)
         return WhitenedBasis.of(self.wh)
 
     def tensor(self, basis: WhitenedBasis, W_ref, key: str) -> None:
