@@ -1,6 +1,8 @@
 """ALS's λ: the validated default against the scale rule it starts from, on several draws of each tensor.
 
     .venv/bin/python benchmarks/completion_lambda.py      # ~4 min on 2 cores
+    .venv/bin/python benchmarks/completion_lambda.py --noisy-search
+        # input perturbation: its search (NOISY_SEARCH) against the non-private one, 4 noise draws (~3 min)
 
 Writes benchmarks/results/completion_lambda.json and prints a Markdown table
 (pasted into docs/benchmarks/completion.md).
@@ -21,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 import runpy
+import sys
 import time
 import types
 import warnings
@@ -71,7 +74,33 @@ def run(name: str, Y: np.ndarray, rank: int, perturbation=None, bounds=None) -> 
     return rows
 
 
+def noisy_search(seeds: int = 4) -> None:
+    """The search under input perturbation: ``NOISY_SEARCH`` with the 10⁻⁷ stop (the default there) against the
+    non-private defaults (early-stopped path, 10⁻⁵ stop), mean test RMSE over ``seeds`` reproducible noise draws of
+    the private sweep's tensor (``completion_quality.private_sweep``: clipped to the bounds [−1, 1])."""
+    import distdp.completion.api as api
+    from distdp.completion.als import NOISY_SEARCH, LambdaSearch
+
+    Y = np.clip(quality.synthetic((30, 25, 20), 3, 0.6), -1.0, 1.0)
+    out = {}
+    for arm, search, tol in (("noisy_search", NOISY_SEARCH, None), ("default_search", LambdaSearch(), 1e-5)):
+        api.NOISY_SEARCH = search            # the search complete() uses under input perturbation
+        for eps in [1, 2, 4, 8, 16, 64]:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                rmse = [complete(Y, 3, bounds=(-1.0, 1.0), seed=s, solver=CompletionSolver(tol=tol),
+                                 perturbation=Perturbation("input", epsilon=eps, reproducible=True)).test_rmse
+                        for s in range(seeds)]
+            out.setdefault(arm, {})[eps] = rmse
+            print(f"{arm:15s} ε={eps:<3g} mean {np.mean(rmse):.4f}  draws {np.round(rmse, 4).tolist()}", flush=True)
+    api.NOISY_SEARCH = NOISY_SEARCH
+    (HERE / "results" / "completion_noisy_search.json").write_text(json.dumps(out, indent=1))
+
+
 def main() -> None:
+    if "--noisy-search" in sys.argv[1:]:
+        noisy_search()
+        return
     rows = []
     for shape, rank, missing in quality.SYNTHETIC:
         draws = DRAWS if math.prod(shape) <= 60 * 50 * 40 else 1

@@ -222,10 +222,17 @@ class SpectralLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         if n_features <= k:
             raise ValueError(f"X has {n_features} feature(s) (words) but n_components={k}: the number of topics must "
                              "be smaller than the number of words")
+        if not self._spectral_only():
+            return                  # too few documents for the spectral stage: fit_lda starts from word frequencies
         need = max(3, k + 1)
         if n_samples < need:
             raise ValueError(f"X has n_samples={n_samples} document(s) but spectral LDA with n_components={k} needs "
-                             f"at least max(3, n_components + 1) = {need} documents")
+                             f"at least max(3, n_components + 1) = {need} documents (without refinement, "
+                             "refine=0, or with model='stm' or privacy)")
+
+    def _spectral_only(self) -> bool:
+        """Whether the fit has no refinement to start from word frequencies where the spectral stage cannot run."""
+        return self.refine == 0 or self.model != "lda" or self.privacy is not None
 
     def _fit_kwargs(self, seed: int | None) -> dict:
         public = self.privacy is not None and self.privacy.public_corpus is not None

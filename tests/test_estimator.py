@@ -132,7 +132,9 @@ def test_invalid_input(corpus):
     with pytest.raises(ValueError, match="too few documents"):
         SpectralLDA(n_components=3, refine=0, cluster=LOCAL).fit(np.eye(10, 5) * 2)   # every document: 2 tokens
     with pytest.raises(ValueError, match="n_samples=2"):
-        est.fit(X[:2])
+        SpectralLDA(n_components=3, refine=0, cluster=LOCAL).fit(X[:2])
+    with pytest.warns(UserWarning, match="spectral stage did not run"):    # refined: from the word frequencies
+        assert SpectralLDA(n_components=3, cluster=LOCAL, random_state=0).fit(X[:2]).components_.shape == (3, 40)
     with pytest.raises(ValueError, match="n_components=3"):
         est.fit(X[:, :3])
     with pytest.raises(ValueError, match="CountVectorizer"):

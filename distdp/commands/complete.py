@@ -42,7 +42,7 @@ def register(sub) -> None:
                                              "the training entries held out (a path around c·σ^p); SGD the paper's")
     p.add_argument("--lam-core", type=float, help="λg (Tucker). Default: ALS λo/10; SGD the paper's")
     p.add_argument("--tol", type=float, help="stop when the objective's relative decrease falls below this "
-                                             "(none/input; default ALS 1e-7, SGD 0: all passes)")
+                                             "(none/input; default ALS 1e-5, under input 1e-7; SGD 0: all passes)")
     p.add_argument("--offset", type=float,
                    help="constant subtracted before fitting (public in a private fit). Default: the midpoint of "
                         "--bounds; without --bounds the training mean with --perturbation none, else 0")

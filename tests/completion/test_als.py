@@ -330,6 +330,34 @@ def test_lambda_path_goes_down_on_noiseless_low_rank_data(model):
     assert rmse[-1] < rmse[0] < rmse[1]
 
 
+@pytest.mark.parametrize("confirmed", [False, True])
+def test_a_lambda_away_from_the_start_is_chosen_only_once_its_converged_fit_confirms_it(confirmed):
+    """The path's fits stop early (they only rank the λ); the winner, when it is not the start, is fitted again
+    with the fit's own tolerance and sweeps from its path fit and scored again, and chosen only if it still beats
+    the start by ``min_gain``. The held-out RMSE is scripted (in the order the path asks for it) so that the
+    step −1 wins the path; its confirmation scores 1.05 (worse than the start's 1.0: the start is kept) or 0.8
+    (chosen, and the final fit starts from the confirmed fit)."""
+    _, _, obs = low_rank("cp", shape=(8, 7, 6), missing=0.3)
+    stats = als.entry_stats("cp", obs, 2)
+    start = cp.init_factors(obs.shape, 2, 1.0, np.random.default_rng(0))
+    scripted = iter([1.0, 1.2, 0.9, 0.95, 0.8 if confirmed else 1.05])
+    fitted = []
+
+    def validation_rmse(factors):
+        fitted.append(factors)
+        return next(scripted)
+
+    cfg = als.ALSConfig(lam=0.1, tol=0.0, max_sweeps=7)
+    search = als.LambdaSearch(sweeps=2, tol=0.0)
+    lam, _, steps, factors = als.lambda_path("cp", 2, cfg, stats, validation_rmse, start, obs.shape, search)
+    assert [s["step"] for s in steps] == [0, 1, -1, -2, -1]
+    assert [s["sweeps"] for s in steps] == [2, 2, 2, 2, 7]                 # the confirmation runs as the final fit
+    assert "confirm" not in steps[2] and steps[-1]["confirm"] is True
+    assert steps[-1]["validation_rmse"] == (0.8 if confirmed else 1.05)
+    assert lam == pytest.approx(0.1 / 4.0 if confirmed else 0.1)
+    assert factors is (fitted[-1] if confirmed else fitted[0])
+
+
 def test_too_few_entries_skip_the_search():
     _, _, obs = low_rank("cp", shape=(6, 5, 4), missing=0.5)          # 60 entries: 6 would be held out
     cfg = als.ALSConfig(lam=0.3)
