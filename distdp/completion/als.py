@@ -771,8 +771,8 @@ class LambdaSearch:
 
 #: The search for noisy values (input perturbation): path fits of up to 100 sweeps, stopped at 10⁻⁶. There the
 #: early-stopped path of :class:`LambdaSearch`'s defaults (with the final fit stopped at 10⁻⁵) predicted worse:
-#: over 4 reproducible noise draws of the 30×25×20 tensor of ``benchmarks/completion_quality.py``'s private sweep,
-#: mean test RMSE 8–44% higher at ε = 1–16 (equal at ε = 64).
+#: over 4 reproducible noise draws of the private sweep's 30×25×20 tensor, mean test RMSE 8–44% higher at
+#: ε = 1–16, equal at ε = 64 (``benchmarks/completion_lambda.py --noisy-search``).
 NOISY_SEARCH = LambdaSearch(sweeps=100, tol=1e-6)
 
 
@@ -918,6 +918,6 @@ def choose_lambda(model_name: str, train: Observations, rank: int, cfg: ALSConfi
     return LambdaPath(lam, lam_core, steps, fit.n, val.n, factors, search.factor)
 
 
-__all__ = ["ALSConfig", "LambdaSearch", "NOISY_SEARCH", "LambdaPath", "ModeOrder", "EntryStats", "DenseStats", "dense_enough",
-           "entry_stats", "unfold", "design", "normal_equations", "solve_rows", "core_normal_equations", "solve_core",
-           "core_cg", "rebalance", "penalty", "extrapolate", "run_als", "lambda_path", "choose_lambda"]
+__all__ = ["ALSConfig", "LambdaSearch", "NOISY_SEARCH", "LambdaPath", "ModeOrder", "EntryStats", "DenseStats",
+           "dense_enough", "entry_stats", "unfold", "design", "normal_equations", "solve_rows", "core_normal_equations",
+           "solve_core", "core_cg", "rebalance", "penalty", "extrapolate", "run_als", "lambda_path", "choose_lambda"]

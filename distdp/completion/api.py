@@ -41,8 +41,7 @@ SOLVERS = ("auto", "als", "sgd")
 SGD_DEFAULTS = {"lr": 0.05, "batch_size": 64, "epochs": 100, "tol": 0.0}
 ALS_DEFAULTS = {"epochs": 500, "tol": 1e-5}   # at most 500 sweeps; stop at a relative decrease < 1e-5
 # Under input perturbation the values are noisy: a tighter stop and a tighter λ path (als.NOISY_SEARCH) predict
-# better there (benchmarks/completion_quality.py's private sweep, docs/benchmarks/completion.md), and time is not
-# what such a fit is judged by.
+# better there (benchmarks/completion_lambda.py --noisy-search), and time is not what such a fit is judged by.
 ALS_NOISY_TOL = 1e-7
 # ALS default λ (λo) = c·σ^p, σ the standard deviation of the values it fits (Tucker λg = λo / 10, the paper's
 # ratio). p makes the fit scale-equivariant: multiplying the values by s multiplies eq. (6)'s data term by s²
