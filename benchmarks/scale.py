@@ -354,9 +354,10 @@ def main() -> None:
               machine(), "read": read, "fit": fit,
               "ratios": {"fit_over_read": compute / read["read_s"],
                          "peak_over_csr": fit["memory"]["peak_pss_sum_gib"] / read["csr_gib"]}}
-    RESULTS.mkdir(exist_ok=True)
+    results = Path(a.results)
+    results.mkdir(exist_ok=True)
     name = f"{corpus_path(a.shape, a.topics).name}_w{a.workers}{'_ooc' if a.out_of_core else ''}.json"
-    (RESULTS / name).write_text(json.dumps(result, indent=1, default=str))
+    (results / name).write_text(json.dumps(result, indent=1, default=str))
     print(json.dumps({"read_s": read["read_s"], "csr_gib": read["csr_gib"], "fit_compute_s": compute,
                       "timings": t, "l1": fit["l1"], "memory": fit["memory"], "ratios": result["ratios"]}, indent=1))
 
