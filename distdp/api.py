@@ -391,9 +391,7 @@ def fit_lda(corpus, k: int, *, alpha0: float | None = None, model: str = "lda", 
         params.validate(oc.vocab_size)
         refiner = _choose_refiner(oc.backend, model, refiner, refine, oc.out_of_core)
         refine_given = refine is not None
-        if refine is None:
-            refine = 0 if model != "lda" else (pipeline.DEFAULT_SWEEPS if refiner == "gibbs" else
-                                               pipeline.DEFAULT_REFINE)
+        refine = refine if refine_given else _default_refine(model, refiner)
         eta = (pipeline.GIBBS_ETA if refiner == "gibbs" else 1.0 / k) if eta is None else float(eta)
         try:
             try:
@@ -403,8 +401,7 @@ def fit_lda(corpus, k: int, *, alpha0: float | None = None, model: str = "lda", 
                     raise ValueError(f"{err}. Refined (the default for model='lda'), the fit starts from the "
                                      "word frequencies instead; the pure spectral fit (refine=0) cannot.") from None
                 res = pipeline.frequency_start(oc.backend, oc.vocab_size, k, alpha0, rng, err)
-                refine = refine if refine_given else (pipeline.FALLBACK_SWEEPS if refiner == "gibbs" else
-                                                      pipeline.DEFAULT_REFINE)
+                refine = refine if refine_given else _default_refine(model, refiner, from_frequencies=True)
             n_em = _em_iterations(res, k, model, refine)
             topic_word, alpha, variational, em = res.topic_word, res.alpha, None, None
             start = np.full(k, alpha0 / k) if alpha_given else pipeline.em_start_alpha(res.alpha)
@@ -496,6 +493,18 @@ def _choose_refiner(backend, model: str, refiner: str | None, refine: int | None
     if refiner == "gibbs":
         raise ValueError(f"refiner='gibbs' samples whole tokens with numba, but {why}: use refiner='em'")
     return "em"
+
+
+def _default_refine(model: str, refiner: str, from_frequencies: bool = False) -> int:
+    """Refinement iterations when the user gives none: none for the single-topic model; EM's
+    :data:`distdp.lda.pipeline.DEFAULT_REFINE`; Gibbs sweeps, more where the chain starts from the word frequencies
+    (:data:`~distdp.lda.pipeline.FALLBACK_SWEEPS`) than from spectral topics
+    (:data:`~distdp.lda.pipeline.DEFAULT_SWEEPS`)."""
+    if model != "lda":
+        return 0
+    if refiner != "gibbs":
+        return pipeline.DEFAULT_REFINE
+    return pipeline.FALLBACK_SWEEPS if from_frequencies else pipeline.DEFAULT_SWEEPS
 
 
 def _em_iterations(res: pipeline.SpectralResult, k: int, model: str, refine: int) -> int:

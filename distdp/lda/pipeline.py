@@ -470,11 +470,17 @@ def frequency_start(backend: Backend, vocab_size: int, k: int, alpha0: float, rn
         if not freq.sum() > 0:
             raise ValueError("the corpus has no tokens: every document is empty")
         topic_word, alpha = lda.fill_topics(freq[None, :] / freq.sum(), np.array([float(alpha0)]), k, rng)
-    stats = {"n_docs": reason.n_total, "n_docs_used": reason.n_used, "n_docs_short": reason.n_total - reason.n_used,
-             "n_topics_spectral": 0, "n_tokens": float(freq.sum()), "vocab_size": vocab_size,
-             "n_shards": backend.n_shards, "tensor_path": None,
+    stats = {**_corpus_stats(reason.n_total, reason.n_used, 0, float(freq.sum()), vocab_size, backend.n_shards, None),
              "spectral_skipped": f"{reason}: the topics were split from the word frequencies"}
     return SpectralResult(topic_word, alpha, np.zeros(0), np.zeros(0), stats, st.timings, {})
+
+
+def _corpus_stats(n_total: int, n_used: int, n_topics: int, n_tokens: float, vocab_size: int, n_shards: int,
+                  tensor_path: str | None) -> dict:
+    """``SpectralResult.stats`` of a non-private fit: documents (all, used by the spectral stage, too short), the
+    topics M2 supports, tokens, words, shards and the tensor's path."""
+    return {"n_docs": n_total, "n_docs_used": n_used, "n_docs_short": n_total - n_used, "n_topics_spectral": n_topics,
+            "n_tokens": n_tokens, "vocab_size": vocab_size, "n_shards": n_shards, "tensor_path": tensor_path}
 
 
 class ExactStages:
@@ -563,10 +569,8 @@ class ExactStages:
         return self.releases.release("output", (topic_word, alpha))
 
     def stats(self) -> dict:
-        fp = self.fp
-        return {"n_docs": fp.n_total, "n_docs_used": self.N, "n_docs_short": fp.n_total - self.N,
-                "n_topics_spectral": len(self.wh.eigenvalues), "n_tokens": fp.n_tokens, "vocab_size": self.d,
-                "n_shards": self.backend.n_shards, "tensor_path": "implicit" if self.implicit else "explicit"}
+        return _corpus_stats(self.fp.n_total, self.N, len(self.wh.eigenvalues), self.fp.n_tokens, self.d,
+                             self.backend.n_shards, "implicit" if self.implicit else "explicit")
 
     def solver(self) -> dict:
         wh = self.wh
