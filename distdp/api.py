@@ -119,6 +119,13 @@ class OpenCorpus:
         return "local" if self.ray_backend is None else "ray"
 
     @property
+    def documents(self) -> int:
+        """Documents (rows) over every shard."""
+        if self.ray_backend is None:
+            return int(sum(s.n_total for s in self.backend.shards))
+        return int(sum(i["n_docs"] for i in self.ray_backend.info))
+
+    @property
     def nonzeros(self) -> int:
         """Stored (document, word) counts over every shard."""
         if self.ray_backend is None:
@@ -387,7 +394,7 @@ def fit_lda(corpus, k: int, *, alpha0: float | None = None, model: str = "lda", 
     update, close = progress_bar(progress)
     rng = np.random.default_rng(seed)
     with open_corpus(corpus, vocab=vocab, vocab_size=vocab_size, cluster=cluster) as oc:
-        params = solver.spectral_params(k, alpha0, model, oc.nonzeros)
+        params = solver.spectral_params(k, alpha0, model, oc.nonzeros, oc.documents)
         params.validate(oc.vocab_size)
         refiner = _choose_refiner(oc.backend, model, refiner, refine, oc.out_of_core)
         refine_given = refine is not None

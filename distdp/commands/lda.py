@@ -57,10 +57,11 @@ def register(sub) -> None:
                    help="form the k×k×k whitened tensor, or apply it implicitly per iteration")
     p.add_argument("--method", choices=["robust", "simultaneous"], default="robust",
                    help="tensor power method")
-    p.add_argument("--eigensolver", choices=["lobpcg", "randomized", "dense"], default="lobpcg",
-                   help="lobpcg: the algebraically largest eigenpairs of M2 (short documents make it "
-                        "indefinite); randomized: subspace iteration (largest magnitude); dense forms the d×d M2 "
-                        "(small vocabularies only)")
+    p.add_argument("--eigensolver", choices=["auto", "lobpcg", "lanczos", "randomized", "dense"], default="auto",
+                   help="lobpcg (block products) and lanczos (one-column products): the algebraically largest "
+                        "eigenpairs of M2 (short documents make it indefinite); randomized: subspace iteration "
+                        "(largest magnitude); dense forms the d×d M2 (small vocabularies only); auto: lanczos for "
+                        "a small corpus, else lobpcg")
     p.add_argument("--restarts", type=int, help="restarts L of the robust power method (default: "
                                                 "min(max(10, ⌈k ln 10k⌉), max(20, 3⌈ln 10k⌉)), 20 at k = 10 and 21 "
                                                 "at k = 100; private fits, on a noisy tensor: max(10, ⌈k ln 10k⌉))")

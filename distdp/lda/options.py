@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from distdp.lda.pipeline import AUTO_FLOAT32_NONZEROS, EIG_MAX_ITERS, EIG_TOL, PRECISIONS, SpectralParams
+from distdp.lda.pipeline import (AUTO_FLOAT32_NONZEROS, EIG_MAX_ITERS, EIG_TOL, PRECISIONS, SpectralParams,
+                                 auto_eigensolver)
 
 __all__ = ["InvalidParameterError", "SolverOptions", "check_bool", "check_int", "check_option", "check_real",
            "is_int"]
@@ -84,9 +85,13 @@ class SolverOptions:
     method : {'robust', 'simultaneous'}, default='robust'
         Tensor power method: restarts and deflation, or orthogonalised
         simultaneous iteration.
-    eigensolver : {'lobpcg', 'randomized', 'dense'}, default='lobpcg'
-        Eigensolver of the second moment M2 (``dense`` forms the d×d M2: small
-        vocabularies only).
+    eigensolver : {'auto', 'lobpcg', 'lanczos', 'randomized', 'dense'}, default='auto'
+        Eigensolver of the second moment M2: ``lobpcg`` (block products, few
+        passes) and ``lanczos`` (one-column products, little work between
+        them) find its algebraically largest eigenpairs; ``randomized`` its
+        largest in magnitude; ``dense`` forms the d×d M2 (small vocabularies
+        only). ``auto``: ``lanczos`` for a small corpus, ``lobpcg`` otherwise
+        (:func:`distdp.lda.pipeline.auto_eigensolver`).
     restarts : int, optional
         Restarts L of the robust power method (default
         :func:`distdp.lda.pipeline.default_lda_restarts`).
@@ -120,7 +125,7 @@ class SolverOptions:
 
     tensor: str = "auto"
     method: str = "robust"
-    eigensolver: str = "lobpcg"
+    eigensolver: str = "auto"
     restarts: int | None = None
     iters: int | None = None
     eig_iters: int | None = None
@@ -141,15 +146,21 @@ class SolverOptions:
             raise InvalidParameterError(f"SolverOptions.precision must be one of {('auto', *PRECISIONS)}, got "
                                         f"{self.precision!r}")
 
-    def spectral_params(self, k: int, alpha0: float, model: str, nonzeros: int | None = None) -> SpectralParams:
+    def spectral_params(self, k: int, alpha0: float, model: str, nonzeros: int | None = None,
+                        documents: int | None = None) -> SpectralParams:
         """The :class:`~distdp.lda.pipeline.SpectralParams` of a fit of ``k`` topics with these options.
 
-        ``nonzeros``: the corpus's stored counts, which settle ``precision='auto'`` (float64 when not given).
+        ``nonzeros``: the corpus's stored counts, which settle ``precision='auto'`` (float64 when not given);
+        with ``documents`` they settle ``eigensolver='auto'`` (:func:`~distdp.lda.pipeline.auto_eigensolver`;
+        ``lobpcg`` when not given).
         """
         precision = self.precision
         if precision == "auto":
             precision = "float32" if nonzeros is not None and nonzeros >= AUTO_FLOAT32_NONZEROS else "float64"
-        return SpectralParams(k=k, alpha0=alpha0, model=model, eigensolver=self.eigensolver, precision=precision,
+        eigensolver = self.eigensolver
+        if eigensolver == "auto":
+            eigensolver = auto_eigensolver(nonzeros, documents)
+        return SpectralParams(k=k, alpha0=alpha0, model=model, eigensolver=eigensolver, precision=precision,
                               soft_locking=precision == "float32",
                               eig_iters=EIG_MAX_ITERS if self.eig_iters is None else self.eig_iters,
                               eig_tol=EIG_TOL if self.eig_tol is None else self.eig_tol,

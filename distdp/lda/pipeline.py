@@ -83,8 +83,32 @@ def em_start_alpha(alpha: np.ndarray) -> np.ndarray:
 
 
 #: The non-private eigensolvers of :class:`SpectralParams`, and the precisions of the shards' M2 products.
-EIGENSOLVERS = ("lobpcg", "randomized", "dense")
+EIGENSOLVERS = ("lobpcg", "lanczos", "randomized", "dense")
 PRECISIONS = ("float64", "float32")
+#: ``eigensolver="auto"`` (:class:`distdp.lda.options.SolverOptions`) runs Lanczos where one product with M2
+#: costs at most this many stored counts, each document counting for :data:`LANCZOS_DOCUMENT_COST` (a product's
+#: per-document work): there LOBPCG's d × 3p orthonormalisations, not the products, are the whitening's cost.
+#: On the real corpora of benchmarks/topic_quality.py (d = 5,000, k = 10–50, in process), Lanczos whitened
+#: 1.5–2.5× faster at costs of 18k–116k and 1.2–1.4× at 637k (the news articles), 1.4–1.6× slower at 1.3M (the
+#: tweets): benchmarks/eigensolvers.py, docs/benchmarks/speed.md#lanczos-in-process.
+LANCZOS_MAX_PRODUCT_COST = 500_000
+LANCZOS_DOCUMENT_COST = 15
+
+
+def auto_eigensolver(nonzeros: int | None, documents: int | None) -> str:
+    """What ``eigensolver="auto"`` means: ``"lanczos"`` for a corpus whose product cost
+    (``nonzeros + LANCZOS_DOCUMENT_COST·documents``) is at most :data:`LANCZOS_MAX_PRODUCT_COST`, else ``"lobpcg"``
+    (also where the size is not given).
+
+    The same on every backend, so that in process and on Ray a seed gives the same numbers. Such a corpus
+    is fitted in process unless Ray is asked for (:func:`distdp.api.auto_backend`); on Ray each of Lanczos's
+    ≈ 5·k products is a round of calls, ≈ 1 ms each here, where LOBPCG makes ≈ 12.
+    """
+    if nonzeros is None or documents is None:
+        return "lobpcg"
+    return "lanczos" if nonzeros + LANCZOS_DOCUMENT_COST * documents <= LANCZOS_MAX_PRODUCT_COST else "lobpcg"
+
+
 #: ``precision="auto"`` (:class:`distdp.lda.options.SolverOptions`) multiplies in float32 from this many stored
 #: counts: there the products dominate the fit and float32 made the whitening 1.4–1.7× faster on 13–28 M counts
 #: (benchmarks/precision.py); below, a fit takes seconds either way and keeps float64's numbers.
@@ -185,9 +209,11 @@ class SpectralParams:
     alpha0 : float
         Dirichlet concentration Σα (LDA); ignored (taken as 0) for ``model='stm'``.
     model : {'lda', 'stm'}
-    eigensolver : {'lobpcg', 'randomized', 'dense'}
+    eigensolver : {'lobpcg', 'lanczos', 'randomized', 'dense'}
         ``lobpcg`` (default) finds the algebraically largest eigenpairs of the
         indefinite M2 (:func:`distdp.lda.whitening.lobpcg_top_eigh`);
+        ``lanczos`` too, by ARPACK's one-column products, faster where the
+        products are cheap (:func:`distdp.lda.whitening.lanczos_top_eigh`);
         ``randomized`` is subspace iteration, which converges to the
         largest-magnitude ones (:func:`distdp.lda.whitening.randomized_top_eigh`);
         ``dense`` forms the d×d M2 (small vocabularies only).
@@ -532,7 +558,8 @@ class ExactStages:
                                                                params.precision)), Q)
                 self.st.step("whitening")
                 return out
-            solve = whitening.lobpcg_top_eigh if params.eigensolver == "lobpcg" else whitening.randomized_top_eigh
+            solve = {"lobpcg": whitening.lobpcg_top_eigh, "lanczos": whitening.lanczos_top_eigh,
+                     "randomized": whitening.randomized_top_eigh}[params.eigensolver]
             first = self._m2_times(self.fp.m2, self.omega0)
             self.fp, self.omega0 = dataclasses.replace(self.fp, m2=None), None  # d×p arrays not needed from here on
             lock = {"soft_locking": params.soft_locking} if params.eigensolver == "lobpcg" else {}

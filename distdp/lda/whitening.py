@@ -247,6 +247,111 @@ def lobpcg_top_eigh(apply: Callable[[np.ndarray], np.ndarray], first_product: np
     return replace(pick(theta, X, k), products=products, converged=converged if tol is not None else None)
 
 
+#: Most restarts of the implicitly restarted Lanczos method (ARPACK's ``maxiter``) before
+#: :func:`lanczos_top_eigh` hands over to LOBPCG; each costs at most ``ncv − k`` products.
+LANCZOS_MAX_RESTARTS = 30
+
+
+#: Significant digits :func:`start_vector` keeps.
+START_DIGITS = 10
+
+
+def start_vector(v: np.ndarray) -> np.ndarray:
+    """``v`` scaled to largest entry 1 and rounded to :data:`START_DIGITS` decimals: Lanczos's start.
+
+    The first product is summed over the shards, whose BLAS calls may round differently in the last bit in
+    process and in Ray's single-threaded workers; ARPACK's restarts are not continuous in their start, so
+    a last-bit difference could change how many products it makes and move its result within the tolerance.
+    Rounded, the start is the same on both (unless an entry sits on a rounding boundary).
+    """
+    v = np.asarray(v, dtype=np.float64)
+    top = float(np.abs(v).max(initial=0.0))
+    return np.round(v / top, START_DIGITS) if top > 0 and np.isfinite(top) else v
+
+
+def lanczos_top_eigh(apply: Callable[[np.ndarray], np.ndarray], first_product: np.ndarray, k: int,
+                     max_products: int = 30, tol: float | None = 1e-3, partial: bool = False) -> Whitening:
+    """The k algebraically largest eigenpairs by implicitly restarted Lanczos, one column per product.
+
+    ARPACK's Lanczos method (Lehoucq, Sorensen & Yang 1998; scipy's ``eigsh``
+    with ``which='LA'``) converges to the algebraically largest eigenvalues of
+    a symmetric, possibly indefinite operator, as LOBPCG does, but works on
+    single vectors: its products have one column, and its own work per
+    product is O(d·ncv) instead of LOBPCG's orthonormalisations and
+    Rayleigh–Ritz on d × 3p blocks. Where the products are cheap (a small
+    corpus) that work is the whitening's cost, so this is the faster solver
+    there; where each product is costly (a large corpus, or a round of
+    distributed passes), LOBPCG's few block products are.
+
+    The start is ``first_product``'s first column (a power step from a
+    Gaussian vector). The result is then checked, with one k-column product,
+    against LOBPCG's stopping test (every top-k pair with residual
+    ``‖M2 u − θ u‖₂ ≤ tol·θ_k``, after a Rayleigh–Ritz step on the k
+    vectors); if it fails, or ARPACK stops with an error (no convergence
+    within :data:`LANCZOS_MAX_RESTARTS` restarts, or no shift applicable),
+    :func:`lobpcg_top_eigh` continues from the vectors found (from
+    ``first_product`` where ARPACK left fewer than k), with at most
+    ``max_products`` more products.
+
+    Parameters
+    ----------
+    apply : callable
+        ``apply(Q) = M2 Q`` for a d×p block (here mostly p = 1).
+    first_product : ndarray (d, p)
+        ``M2 Ω`` for a Gaussian block ``Ω``.
+    k : int
+    max_products : int
+        Most products of the LOBPCG continuation, if one is needed.
+    tol : float or None
+        The stopping residual, as in :func:`lobpcg_top_eigh`; None: ARPACK to
+        machine precision, no check (``converged`` None).
+    partial : bool
+        As in :func:`lobpcg_top_eigh`.
+
+    Returns
+    -------
+    Whitening
+        ``products`` counts every product after ``first_product``: ARPACK's
+        one-column products, the check's, and any of LOBPCG.
+    """
+    from scipy.sparse.linalg import ArpackError, LinearOperator, eigsh
+    from threadpoolctl import threadpool_limits
+
+    d = first_product.shape[0]
+    if k >= d - 1:                                   # ARPACK needs k < d − 1: the block method does
+        return lobpcg_top_eigh(apply, first_product, k, max_products, tol, partial)
+    count = [0]
+
+    def matvec(v: np.ndarray) -> np.ndarray:
+        count[0] += 1
+        return np.asarray(apply(np.asarray(v, dtype=np.float64).reshape(d, 1)), dtype=np.float64)[:, 0]
+
+    op = LinearOperator((d, d), matvec=matvec, dtype=np.float64)
+    try:
+        # one BLAS thread: ARPACK's steps are O(d·ncv) vector operations, which a second thread only slows
+        # (waking it cost 0.1 s of a 0.04 s whitening in about half of the fresh processes measured)
+        with threadpool_limits(limits=1, user_api="blas"):
+            U = eigsh(op, k=k, which="LA", v0=start_vector(first_product[:, 0]), ncv=min(d, max(2 * k + 1, 20)),
+                      tol=0.0 if tol is None else tol, maxiter=LANCZOS_MAX_RESTARTS)[1]
+    except ArpackError as err:                      # no convergence (with what it found), or no shifts applicable
+        U = getattr(err, "eigenvectors", None)
+    U = orthonormal_basis(U)[0] if U is not None and U.shape[1] else np.zeros((d, 0))
+    if U.shape[1] < k:                               # too few vectors to check: LOBPCG from the first product
+        out = lobpcg_top_eigh(apply, first_product, k, max_products, tol, partial)
+        return replace(out, products=out.products + count[0])
+    AU = apply(U)
+    theta, y = np.linalg.eigh(_sym(U.T @ AU))        # Rayleigh–Ritz on the k vectors: exact Ritz pairs
+    theta, y = theta[::-1], y[:, ::-1]
+    U, AU = U @ y, AU @ y
+    products = count[0] + 1
+    residual = np.linalg.norm(AU - U * theta[None, :], axis=0)
+    if tol is None or (theta[k - 1] > 0 and np.all(residual <= tol * theta[k - 1])):
+        pick = supported_top_k if partial else top_k_from_symmetric
+        return replace(pick(theta, U, k), products=products, converged=None if tol is None else True)
+    out = lobpcg_top_eigh(apply, AU, k, max_products, tol, partial)   # start from M2 U: span(U), one power step on
+    return replace(out, products=out.products + products)
+
+
 def residual_active(residual: np.ndarray, theta: np.ndarray, k: int, tol: float | None) -> np.ndarray:
     """The Ritz columns that get a new direction in :func:`lobpcg_top_eigh`: all but converged top-k pairs.
 

@@ -152,12 +152,13 @@ def test_refine_em_stops_at_stop_tol(corpus):
 def test_float32_products_change_the_fit_less_than_the_seed_does(corpus_a):
     """precision='float32' (the shards' M2 products; float64 everywhere else): the topics move less from the
     float64 fit than a float64 fit with another seed does (another test block and power-method starts: the
-    solver's own spread, set by its 1e-3 stopping tolerance, against float32's ~1e-6 relative rounding)."""
+    solver's own spread, set by its 1e-3 stopping tolerance, against float32's ~1e-6 relative rounding). LOBPCG,
+    the solver of the corpora float32 is for (``eigensolver='auto'`` picks Lanczos only for small ones)."""
     counts = corpus_a.counts[:4000]
     kw = dict(alpha0=1.0, progress=False, refine=0, cluster=ClusterOptions(backend="local", workers=2))
-    a = distdp.fit_lda(counts, 10, seed=3, solver=SolverOptions(precision="float64"), **kw)
-    b = distdp.fit_lda(counts, 10, seed=3, solver=SolverOptions(precision="float32"), **kw)
-    c = distdp.fit_lda(counts, 10, seed=4, solver=SolverOptions(precision="float64"), **kw)
+    a = distdp.fit_lda(counts, 10, seed=3, solver=SolverOptions(precision="float64", eigensolver="lobpcg"), **kw)
+    b = distdp.fit_lda(counts, 10, seed=3, solver=SolverOptions(precision="float32", eigensolver="lobpcg"), **kw)
+    c = distdp.fit_lda(counts, 10, seed=4, solver=SolverOptions(precision="float64", eigensolver="lobpcg"), **kw)
     assert (a.info["parameters"]["precision"], b.info["parameters"]["precision"]) == ("float64", "float32")
     assert 0 < lda.matched_l1(b.topic_word, a.topic_word)[0] < lda.matched_l1(c.topic_word, a.topic_word)[0]
 

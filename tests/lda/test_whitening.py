@@ -87,6 +87,81 @@ def test_lobpcg_returns_the_algebraic_top_k_where_negatives_dominate():
         whitening.randomized_top_eigh(lambda X: A @ X, first, k, n_iter=30)
 
 
+def test_lanczos_returns_the_algebraic_top_k_with_one_column_products():
+    """The operator of the test above (negatives up to 10× the top k in magnitude): ARPACK's Lanczos with
+    ``which='LA'`` returns exactly the algebraic top k (tolerance as above: residual 1e-6 bounds the eigenvalue
+    error by residual²/gap). Its products have one column, except the check's k columns at the end."""
+    rng = np.random.default_rng(0)
+    d, k = 400, 10
+    positive = np.linspace(1.0, 0.5, k)
+    A, vals, U = _operator(rng, d, positive, -np.linspace(10.0, 1.0, 2 * k))
+    first = A @ rng.standard_normal((d, k + 10))
+    widths = []
+    got = whitening.lanczos_top_eigh(lambda X: widths.append(X.shape[1]) or A @ X, first, k, max_products=200,
+                                     tol=1e-6)
+    assert got.converged and got.products == len(widths)
+    assert set(widths[:-1]) == {1} and widths[-1] == k
+    np.testing.assert_allclose(got.eigenvalues, positive, rtol=1e-8)
+    cosines = np.linalg.svd(got.eigenvectors.T @ U[:, :k], compute_uv=False)
+    np.testing.assert_allclose(cosines, 1.0, atol=1e-8)
+    # the start does not see last-bit differences of the first product (its shards' sums in process or on Ray)
+    v = first[:, 0]
+    nudged = np.nextafter(v, np.inf)                                 # every entry one ulp up
+    np.testing.assert_array_equal(whitening.start_vector(v), whitening.start_vector(nudged))
+
+
+def test_lanczos_hands_over_to_lobpcg_and_keeps_the_partial_path(monkeypatch):
+    """Where ARPACK stops short (one restart allowed) LOBPCG finishes from what it found; the products of both
+    are counted. With 4 positive eigenvalues of k = 8, ``partial`` returns those 4 and without it the solver
+    refuses, naming the count; k ≥ d − 1 (beyond ARPACK) is LOBPCG's. Tolerances as above."""
+    rng = np.random.default_rng(1)
+    d, k = 300, 8
+    A, vals, U = _operator(rng, d, np.array([4.0, 3.0, 2.0, 1.0]), -np.linspace(6.0, 1.0, 12))
+    first = A @ rng.standard_normal((d, k + 10))
+    got = whitening.lanczos_top_eigh(lambda X: A @ X, first, k, max_products=200, tol=1e-6, partial=True)
+    np.testing.assert_allclose(got.eigenvalues, [4.0, 3.0, 2.0, 1.0], rtol=1e-8)
+    with pytest.raises(ValueError, match="4 of the top 8 are positive"):
+        whitening.lanczos_top_eigh(lambda X: A @ X, first, k, max_products=200, tol=1e-6)
+
+    positive = np.geomspace(10.0, 1.05, 12)
+    A, vals, U = _operator(rng, d, np.concatenate([positive, np.linspace(1.0, 0.1, 100)]), -np.linspace(3.0, 0.5, 10))
+    first = A @ rng.standard_normal((d, 22))
+    monkeypatch.setattr(whitening, "LANCZOS_MAX_RESTARTS", 1)
+    widths = []
+    got = whitening.lanczos_top_eigh(lambda X: widths.append(X.shape[1]) or A @ X, first, 12, max_products=300,
+                                     tol=1e-6)
+    assert got.converged and got.products == len(widths) and max(widths) > 1      # LOBPCG's block products
+    np.testing.assert_allclose(got.eigenvalues, positive, rtol=1e-8)
+
+    small = np.diag([3.0, 2.0, 1.0, -1.0])
+    got = whitening.lanczos_top_eigh(lambda X: small @ X, small @ np.eye(4), 3, tol=1e-8)
+    np.testing.assert_allclose(got.eigenvalues, [3.0, 2.0, 1.0], rtol=1e-12)
+
+
+def test_auto_eigensolver_runs_lanczos_on_small_corpora():
+    """``auto``: Lanczos up to LANCZOS_MAX_PRODUCT_COST (counts + cost·documents), whatever the backend (so that
+    in process and on Ray give the same numbers: tests/distributed); LOBPCG for larger corpora and where the size
+    is unknown (a private fit, which refuses an explicit choice)."""
+    from distdp.lda import options, pipeline
+
+    cap, per_doc = pipeline.LANCZOS_MAX_PRODUCT_COST, pipeline.LANCZOS_DOCUMENT_COST
+    assert pipeline.auto_eigensolver(cap - per_doc * 10, 10) == "lanczos"
+    assert pipeline.auto_eigensolver(cap - per_doc * 10 + 1, 10) == "lobpcg"
+    assert pipeline.auto_eigensolver(None, None) == "lobpcg"
+    opts = options.SolverOptions()
+    assert opts.spectral_params(5, 1.0, "lda", 1000, 100).eigensolver == "lanczos"
+    assert opts.spectral_params(5, 1.0, "lda").eigensolver == "lobpcg"
+    assert options.SolverOptions(eigensolver="lobpcg").spectral_params(5, 1.0, "lda", 1000, 100).eigensolver == "lobpcg"
+    X = sample_corpus(2000, 200, 4, np.random.default_rng(0), doc_length=30.0).counts
+    model = distdp.fit_lda(X, 4, seed=0, progress=False, refine=0, coherence=False,
+                           cluster=ClusterOptions(backend="local"))
+    assert model.info["parameters"]["eigensolver"] == model.info["whitening"]["eigensolver"] == "lanczos"
+    assert model.info["whitening"]["converged"]
+    with pytest.raises(ValueError, match="--eigensolver: not used by a private fit"):
+        distdp.fit_lda(X, 4, progress=False, solver=options.SolverOptions(eigensolver="lanczos"),
+                       privacy=distdp.PrivacyOptions(epsilon=1.0, delta=1e-6), cluster=ClusterOptions(backend="local"))
+
+
 def test_lobpcg_soft_locking_multiplies_only_the_unconverged_columns():
     """Top k = 12 eigenvalues spread from 10 down to 1.05 above a bulk of 100 in [0.1, 1] (the k-th converges
     slowly, the top ones fast): with soft locking a converged top pair adds no column, so the products
