@@ -159,6 +159,19 @@ def randomized_top_eigh(apply: Callable[[np.ndarray], np.ndarray], first_product
     return replace(pick(vals, Q @ vecs, k), products=i + 1, converged=converged)
 
 
+def rayleigh_ritz(X: np.ndarray, AX: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Ritz values (descending) and vectors of an orthonormal ``X`` with ``AX = M2 X``: ``(θ, X y, AX y)``."""
+    theta, y = np.linalg.eigh(_sym(X.T @ AX))
+    theta, y = theta[::-1], y[:, ::-1]
+    return theta, X @ y, AX @ y
+
+
+def top_k_converged(residual: np.ndarray, theta: np.ndarray, k: int, tol: float | None) -> bool:
+    """LOBPCG's stopping test (:func:`lobpcg_top_eigh`, :func:`lanczos_top_eigh`): θ_k > 0 and every top-k
+    residual ``‖M2 u − θ u‖₂ ≤ tol·θ_k`` (``residual``: the top k's; ``theta``: descending). False without ``tol``."""
+    return tol is not None and theta[k - 1] > 0 and bool(np.all(residual <= tol * theta[k - 1]))
+
+
 def lobpcg_top_eigh(apply: Callable[[np.ndarray], np.ndarray], first_product: np.ndarray, k: int,
                     max_products: int = 30, tol: float | None = 1e-3, partial: bool = False,
                     soft_locking: bool = False) -> Whitening:
@@ -209,15 +222,13 @@ def lobpcg_top_eigh(apply: Callable[[np.ndarray], np.ndarray], first_product: np
         X = np.linalg.qr(first_product)[0]
     AX = apply(X)
     products, P, AP, converged = 1, None, None, False
-    theta, y = np.linalg.eigh(_sym(X.T @ AX))
-    theta, y = theta[::-1], y[:, ::-1]
-    X, AX = X @ y, AX @ y
+    theta, X, AX = rayleigh_ritz(X, AX)
     while True:
         # X holds Ritz vectors and θ their values: the first from the eigh above, later from the Rayleigh–Ritz
         # step below, whose basis is orthonormal (so Xᵀ A X = diag(θ) to rounding; no second eigh is needed)
         R = AX - X * theta[None, :]
         residual = np.linalg.norm(R[:, :k], axis=0)
-        converged = tol is not None and theta[k - 1] > 0 and bool(np.all(residual <= tol * theta[k - 1]))
+        converged = top_k_converged(residual, theta, k, tol)
         if converged or products >= max_products:
             break
         active = residual_active(residual, theta, k, tol if soft_locking else None)
@@ -339,13 +350,9 @@ def lanczos_top_eigh(apply: Callable[[np.ndarray], np.ndarray], first_product: n
     if U.shape[1] < k:                               # too few vectors to check: LOBPCG from the first product
         out = lobpcg_top_eigh(apply, first_product, k, max_products, tol, partial)
         return replace(out, products=out.products + count[0])
-    AU = apply(U)
-    theta, y = np.linalg.eigh(_sym(U.T @ AU))        # Rayleigh–Ritz on the k vectors: exact Ritz pairs
-    theta, y = theta[::-1], y[:, ::-1]
-    U, AU = U @ y, AU @ y
+    theta, U, AU = rayleigh_ritz(U, apply(U))        # exact Ritz pairs of the k vectors
     products = count[0] + 1
-    residual = np.linalg.norm(AU - U * theta[None, :], axis=0)
-    if tol is None or (theta[k - 1] > 0 and np.all(residual <= tol * theta[k - 1])):
+    if tol is None or top_k_converged(np.linalg.norm(AU - U * theta[None, :], axis=0), theta, k, tol):
         pick = supported_top_k if partial else top_k_from_symmetric
         return replace(pick(theta, U, k), products=products, converged=None if tol is None else True)
     out = lobpcg_top_eigh(apply, AU, k, max_products, tol, partial)   # start from M2 U: span(U), one power step on

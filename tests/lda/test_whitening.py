@@ -110,19 +110,12 @@ def test_lanczos_returns_the_algebraic_top_k_with_one_column_products():
     np.testing.assert_array_equal(whitening.start_vector(v), whitening.start_vector(nudged))
 
 
-def test_lanczos_hands_over_to_lobpcg_and_keeps_the_partial_path(monkeypatch):
+def test_lanczos_hands_over_to_lobpcg(monkeypatch):
     """Where ARPACK stops short (one restart allowed) LOBPCG finishes from what it found; the products of both
-    are counted. With 4 positive eigenvalues of k = 8, ``partial`` returns those 4 and without it the solver
-    refuses, naming the count; k ≥ d − 1 (beyond ARPACK) is LOBPCG's. Tolerances as above."""
+    are counted; k ≥ d − 1 (beyond ARPACK) is LOBPCG's. Tolerances as above (the partial path:
+    test_partial_returns_the_supported_pairs)."""
     rng = np.random.default_rng(1)
-    d, k = 300, 8
-    A, vals, U = _operator(rng, d, np.array([4.0, 3.0, 2.0, 1.0]), -np.linspace(6.0, 1.0, 12))
-    first = A @ rng.standard_normal((d, k + 10))
-    got = whitening.lanczos_top_eigh(lambda X: A @ X, first, k, max_products=200, tol=1e-6, partial=True)
-    np.testing.assert_allclose(got.eigenvalues, [4.0, 3.0, 2.0, 1.0], rtol=1e-8)
-    with pytest.raises(ValueError, match="4 of the top 8 are positive"):
-        whitening.lanczos_top_eigh(lambda X: A @ X, first, k, max_products=200, tol=1e-6)
-
+    d = 300
     positive = np.geomspace(10.0, 1.05, 12)
     A, vals, U = _operator(rng, d, np.concatenate([positive, np.linspace(1.0, 0.1, 100)]), -np.linspace(3.0, 0.5, 10))
     first = A @ rng.standard_normal((d, 22))
@@ -189,16 +182,18 @@ def test_lobpcg_soft_locking_multiplies_only_the_unconverged_columns():
     assert whitening.residual_active(np.zeros(3), -theta, 3, 1e-6).all()        # θ_k ≤ 0: no locking
 
 
-def test_partial_returns_the_supported_pairs():
-    """Only 4 positive eigenvalues: ``partial`` returns those 4, without it the solver refuses naming the count."""
+@pytest.mark.parametrize("solve", [whitening.lobpcg_top_eigh, whitening.lanczos_top_eigh])
+def test_partial_returns_the_supported_pairs(solve):
+    """Only 4 positive eigenvalues: ``partial`` returns those 4, without it the solver refuses naming the count
+    (Lanczos: its ARPACK run meets "no shifts" on this rank-16 operator and LOBPCG finishes)."""
     rng = np.random.default_rng(1)
     d, k = 300, 8
     A, vals, U = _operator(rng, d, np.array([4.0, 3.0, 2.0, 1.0]), -np.linspace(6.0, 1.0, 12))
     first = A @ rng.standard_normal((d, k + 10))
-    got = whitening.lobpcg_top_eigh(lambda X: A @ X, first, k, max_products=200, tol=1e-6, partial=True)
+    got = solve(lambda X: A @ X, first, k, max_products=200, tol=1e-6, partial=True)
     np.testing.assert_allclose(got.eigenvalues, [4.0, 3.0, 2.0, 1.0], rtol=1e-8)
     with pytest.raises(ValueError, match="4 of the top 8 are positive"):
-        whitening.lobpcg_top_eigh(lambda X: A @ X, first, k, max_products=200, tol=1e-6)
+        solve(lambda X: A @ X, first, k, max_products=200, tol=1e-6)
     dense = whitening.dense_top_eigh(A, k, partial=True)
     np.testing.assert_allclose(dense.eigenvalues, [4.0, 3.0, 2.0, 1.0], rtol=1e-10)
     with pytest.raises(ValueError, match="no positive eigenvalue"):
