@@ -182,14 +182,21 @@ def test_shard_partials_merge_to_one_shard_result(tiny_corpus):
 
 @pytest.mark.parametrize("k", [4, moments.HALF_CUBE_K + 3])
 def test_weighted_cube_sum_blocks_agree(k):
-    """Blocking over documents, and forming only the i ≤ j half of the Khatri–Rao product (from HALF_CUBE_K
-    topics), do not change Σ ω y⊗3 beyond rounding (relative 1e-12: sums of 50 products of O(1) terms)."""
+    """Blocking over documents, and (from HALF_CUBE_K topics) computing only the entries whose first index is
+    the smallest, by blocks of CUBE_TOPIC_BLOCK topics (k = 35: a short last block), do not change Σ ω y⊗3
+    beyond rounding (relative 1e-12: sums of 50 products of O(1) terms). From HALF_CUBE_K topics every
+    permutation of an entry is a copy of one computed entry, in float32 too."""
     rng = np.random.default_rng(5)
     Y, w = rng.standard_normal((50, k)), rng.random(50)
     ref = np.einsum("n,na,nb,nc->abc", w, Y, Y, Y)
     got = moments.weighted_cube_sum(Y, w, block=7)
     np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12 * np.abs(ref).max())
     np.testing.assert_array_equal(got, got.transpose(1, 0, 2))
+    if k >= moments.HALF_CUBE_K:
+        low = moments.weighted_cube_sum(Y.astype(np.float32), w.astype(np.float32), block=7)
+        for axes in [(1, 0, 2), (0, 2, 1), (2, 1, 0), (1, 2, 0), (2, 0, 1)]:
+            np.testing.assert_array_equal(got, got.transpose(axes))
+            np.testing.assert_array_equal(low, low.transpose(axes))
 
 
 @pytest.mark.parametrize("alpha0", ALPHA0S)
@@ -278,10 +285,11 @@ def test_float32_tensor_partial_stays_within_its_rounding_bound(k, monkeypatch):
     products) and an outer sum of at most R terms (the rows of a block): n = 3(L + 1) + R + 3 roundings of
     u = 2⁻²⁴, so the error is at most γ_n = nu/(1 − nu) times the entry's sum of absolute terms with a in place
     of |y| (Higham 2002, §3.1 and Lemma 3.3): Σ |ω| a⊗a⊗a for the cube, |C|ᵀ(|v| ∘ a) for z, aᵀ(|w| ∘ a) for the
-    k×k sums (the cube's mean over its mode permutations keeps the bound: the magnitude is symmetric). The
+    k×k sums (the cube's mean over its mode permutations, below HALF_CUBE_K, and its copies of one computed
+    entry to all six, from it, keep the bound: the magnitude is symmetric). The
     blocks' float64 sum adds rounding of order 1e-16 of the same (the bound's 1e-12 slack). The
     rows are split into blocks of ≤ 300 (the cube's products into smaller ones) so that the block sums are
-    exercised; k = 6 takes the full Khatri–Rao product, k = HALF_CUBE_K the half one.
+    exercised; k = 6 takes the full Khatri–Rao product, k = HALF_CUBE_K the blocks of the symmetric sum.
     """
     rng = np.random.default_rng(0)
     C = sp.random(1500, 80, density=0.2, random_state=1, data_rvs=lambda n: rng.integers(1, 6, n)).tocsr()
