@@ -204,10 +204,11 @@ def weighted_cube_sum(Y: np.ndarray, weights: np.ndarray, block: int = DOC_BLOCK
     weighted row-wise Khatri–Rao product of ``Y[:, I]`` and ``Y[:, i₀:]`` against ``Y[:, i₀:]`` gives
     every entry (i, j, l) with i ∈ I and j, l ≥ i₀; the rest are copies (:func:`cube_order`). That is
     ≈ k³/3 products a row instead of k³/2 for the ``i ≤ j`` half (:func:`weighted_pair_sum`), on blocks
-    small enough to stay in cache: 1.5–2.2× faster at k = 50–100 in float32 and float64 (one thread).
+    small enough to stay in cache: 1.25–1.5× faster at k = 32–100 in float32 and float64 (one thread).
     Below :data:`HALF_CUBE_K` topics, the full Khatri–Rao product of :func:`weighted_pair_sum` (the
     GEMM's shape changes, so BLAS may pick another kernel for small k). The products run in ``Y``'s
-    precision; each block's product is added to a float64 sum. O(n k³) time, O(block k) memory.
+    precision; each block's product is added to a float64 sum. O(n k³) time; memory
+    O(:data:`CUBE_BLOCK_ENTRIES` + k³).
     """
     n, k = Y.shape
     if k < HALF_CUBE_K:
