@@ -28,9 +28,11 @@ def chain_counts_agree(chain: gibbs.ShardChain, counts: sp.csr_matrix) -> None:
     np.testing.assert_array_equal(chain.ndk, ndk)
 
 
-def test_chain_keeps_exact_counts(small):
+@pytest.mark.parametrize("sparse_k", [gibbs.SPARSE_K, 1], ids=["dense", "sparse"])
+def test_chain_keeps_exact_counts(small, monkeypatch, sparse_k):
     """After the start and after sweeps, n_dk and n_wk are the tallies of the tokens' topics, every word's
-    tokens all assigned (the bookkeeping of the compiled sweep, including the parts' merge)."""
+    tokens all assigned (the bookkeeping of each compiled sweep, including the parts' merge)."""
+    monkeypatch.setattr(gibbs, "SPARSE_K", sparse_k)
     k = small.topic_word.shape[0]
     chain = gibbs.ShardChain(small.counts, small.topic_word.T, np.full(k, 0.1), np.random.SeedSequence(1), threads=2)
     chain_counts_agree(chain, small.counts)
@@ -41,9 +43,11 @@ def test_chain_keeps_exact_counts(small):
     np.testing.assert_array_equal(nwk.sum(axis=1), np.asarray(small.counts.sum(axis=0)).ravel())
 
 
-def test_chain_does_not_depend_on_threads(small, monkeypatch):
+@pytest.mark.parametrize("sparse_k", [gibbs.SPARSE_K, 1], ids=["dense", "sparse"])
+def test_chain_does_not_depend_on_threads(small, monkeypatch, sparse_k):
     """Each part draws from its own stream and the parts' changes are added in order: 1 and 3 threads give
     the same chain, bit for bit."""
+    monkeypatch.setattr(gibbs, "SPARSE_K", sparse_k)
     monkeypatch.setattr(gibbs, "THREADED_WORK", 0)          # this corpus is below the threads' threshold
     k = small.topic_word.shape[0]
     out = []
@@ -56,6 +60,66 @@ def test_chain_does_not_depend_on_threads(small, monkeypatch):
         out.append((nwk, chain.z.copy()))
     np.testing.assert_array_equal(out[0][0], out[1][0])
     np.testing.assert_array_equal(out[0][1], out[1][1])
+
+
+def collapsed_conditional(z, words, doc_tokens, i, k, d, alpha, eta):
+    """Griffiths & Steyvers' conditional of token ``i`` given every other token's topic (from scratch)."""
+    others = np.ones(len(z), bool)
+    others[i] = False
+    n_k = np.bincount(z[others], minlength=k)
+    n_wk = np.bincount(z[others & (words == words[i])], minlength=k)
+    in_doc = np.zeros(len(z), bool)
+    in_doc[doc_tokens] = True
+    n_dk = np.bincount(z[others & in_doc], minlength=k)
+    p = (n_dk + alpha) * (n_wk + eta) / (n_k + d * eta)
+    return p / p.sum()
+
+
+@pytest.mark.parametrize("eta", [0.01, 0.5])
+def test_sparse_sweep_draws_from_the_collapsed_conditional(eta):
+    """The sparse sweep's draw of each token of a document, swept over a grid of M uniforms with the earlier
+    tokens' uniforms fixed, lands on topic j for a share of the grid equal to the conditional p_j. Exact, not
+    statistical: the uniforms mapping to j form at most two intervals (one in the word part, one in the
+    smoothing part), each holding its length·M grid points ± 1, so |share − p_j| ≤ 2/M. Random topics over
+    12 words and 23 topics leave most word-topic counts at 0 or 1, so words' topic lists shrink and grow
+    (η = 0.5 puts a third of the mass in the smoothing part, η = 0.01 almost none)."""
+    rng = np.random.default_rng(5)
+    k, d, M = 23, 12, 4000
+    counts = sp.csr_matrix(rng.poisson(0.6, (8, d)) + np.eye(8, d, dtype=np.int64) * 2)
+    indptr, indices = counts.indptr.astype(np.int64), counts.indices.astype(np.int64)
+    offsets = gibbs.token_offsets(counts)
+    words = np.repeat(indices, np.diff(offsets))
+    z0 = rng.integers(0, k, offsets[-1]).astype(np.int16)
+    alpha = rng.uniform(0.05, 0.5, k)
+    lo, hi = offsets[indptr[3]], offsets[indptr[4]]
+    doc_tokens = np.arange(lo, hi)
+    lib = gibbs.kernels()
+
+    def sweep_doc(u):
+        z = z0.copy()
+        docs = np.repeat(np.arange(counts.shape[0]), np.diff(offsets[indptr]))
+        ndk = np.zeros((counts.shape[0], k), np.int32)
+        np.add.at(ndk, (docs, z), 1)
+        nwk = np.zeros((d, k), np.int32)
+        np.add.at(nwk, (words, z), 1)
+        topics, lengths = np.empty((d, k), np.int16), np.empty(d, np.int64)
+        lib.word_topics(nwk, topics, lengths)
+        lib.sweep_rows_sparse(indptr, indices, offsets, np.array([3]), z, ndk, nwk, nwk.sum(0).astype(np.int64),
+                              alpha, eta, d * eta, u, lo, topics, lengths)
+        return z
+
+    assert hi - lo >= 4
+    for pos in range(hi - lo):
+        u = rng.random(hi - lo)
+        shares = np.zeros(k)
+        for m in range(M):
+            u[pos] = (m + 0.5) / M
+            z = sweep_doc(u)
+            shares[z[lo + pos]] += 1.0 / M
+        before = z0.copy()
+        before[lo:lo + pos] = z[lo:lo + pos]            # the earlier tokens' draws: the same for every grid point
+        p = collapsed_conditional(before, words, doc_tokens, lo + pos, k, d, alpha, eta)
+        assert np.abs(shares - p).max() <= 2.0 / M + 1e-12
 
 
 def test_token_blocks_cover_every_token_once(monkeypatch, small):
