@@ -52,6 +52,12 @@ __all__ = [
 DEFAULT_REL_TOL = 1e-6
 
 
+#: Dimension from which an explicit tensor is applied packed (:func:`distdp.tensor.forms.packed_apply`): half the
+#: products; per apply of 21 columns 1.12x as fast at d = 32, 1.23x at 50, 2.3x at 100 (the d³ array leaves the
+#: cache). Below, the unpacked product, whose numbers earlier releases reproduce to the bit.
+PACKED_APPLY_DIM = 32
+
+
 @runtime_checkable
 class TensorOperator(Protocol):
     """A symmetric d×d×d tensor known only through ``T(I,u,u)``.
@@ -85,6 +91,7 @@ class ExplicitTensor:
         self.T = forms.check_symmetric(T, rtol, name)
         self.dim = self.T.shape[0]
         self.calls = 0
+        self._packed = None
 
     def rescaled(self) -> tuple["ExplicitTensor", float]:
         """``(T / 2^e, 2^e)`` with ``2^e`` the power of two nearest ``max |T|`` (exact scaling).
@@ -103,13 +110,18 @@ class ExplicitTensor:
     def _trusted(cls, T: np.ndarray) -> "ExplicitTensor":
         """Wrap a float64 tensor already checked (a rescaled copy): skips the O(d³) checks."""
         out = cls.__new__(cls)
-        out.T, out.dim, out.calls = T, T.shape[0], 0
+        out.T, out.dim, out.calls, out._packed = T, T.shape[0], 0, None
         return out
 
     def apply(self, U: np.ndarray) -> np.ndarray:
-        """``T(I,u,u)`` per column (:func:`distdp.tensor.forms.tensor_apply`)."""
+        """``T(I,u,u)`` per column: :func:`distdp.tensor.forms.tensor_apply`, or from
+        :data:`PACKED_APPLY_DIM` on, :func:`~distdp.tensor.forms.packed_apply` of the tensor packed once."""
         self.calls += 1
-        return forms.tensor_apply(self.T, U)
+        if self.dim < PACKED_APPLY_DIM:
+            return forms.tensor_apply(self.T, U)
+        if self._packed is None:
+            self._packed = forms.pack_pairs(self.T)
+        return forms.packed_apply(self._packed, U)
 
 
 class EmpiricalMoment:

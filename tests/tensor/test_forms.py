@@ -21,6 +21,34 @@ def test_tensor_apply_and_value_match_brute_force(rng):
     np.testing.assert_allclose(forms.tensor_apply(T, U[:, 0])[:, 0], forms.tensor_apply(T, U)[:, 0])
 
 
+@pytest.mark.parametrize("d", [1, 7, 33])
+def test_packed_apply_is_the_unpacked_sum(rng, d):
+    """Folding modes 2 and 3 onto their pairs j ≤ l gives Σ_jl T_ijl u_j u_l, also for a tensor not symmetric
+    in those modes (both entries of a pair are kept). Each output is a sum of about d² products of entries of
+    magnitude ≤ ~4 (standard normal draws): float64 rounding is far below 1e-11 of it."""
+    T = rng.standard_normal((d, d, d))
+    U = rng.standard_normal((d, 5))
+    P = forms.pack_pairs(T)
+    assert P.matrix.shape == (d, d * (d + 1) // 2)
+    np.testing.assert_allclose(forms.packed_apply(P, U), np.einsum("ijk,jl,kl->il", T, U, U), rtol=0, atol=1e-11)
+    # a vector is one column (BLAS's matrix-vector and matrix-matrix kernels add in different orders)
+    np.testing.assert_allclose(forms.packed_apply(P, U[:, 0]), forms.packed_apply(P, U)[:, :1], rtol=0, atol=1e-11)
+
+
+def test_explicit_tensor_applies_packed_from_its_threshold(rng, monkeypatch):
+    """ExplicitTensor.apply gives the same columns packed (from PACKED_APPLY_DIM) as unpacked, to rounding."""
+    from distdp.tensor import power
+
+    d = 9
+    T = forms.symmetrize(rng.standard_normal((d, d, d)))
+    U = rng.standard_normal((d, 4))
+    unpacked = power.ExplicitTensor(T).apply(U)
+    monkeypatch.setattr(power, "PACKED_APPLY_DIM", d)
+    op = power.ExplicitTensor(T)
+    np.testing.assert_allclose(op.apply(U), unpacked, rtol=0, atol=1e-12)
+    assert op._packed is not None and op.calls == 1
+
+
 @pytest.mark.parametrize("sparse", [False, True])
 def test_moment_forms_never_forming_the_tensor_match_the_explicit_moment(rng, sparse):
     n, d, L = 40, 6, 4
