@@ -25,8 +25,8 @@ The per-token loop runs compiled (numba, ``nogil``): it is the sampler's
 inner loop, as in every Gibbs LDA (MALLET, tomotopy), and has no
 vectorised equivalent. From :data:`SPARSE_K` topics a token costs the
 number of topics its word has a count in rather than k (SparseLDA's split
-of the conditional, Yao, Mimno & McCallum 2009). Its uniforms come from the caller's
-``numpy.random.Generator``, so a seed fixes the chain.
+of the conditional, Yao, Mimno & McCallum 2009). Its uniforms come from
+the caller's ``numpy.random.Generator``, so a seed fixes the chain.
 """
 from __future__ import annotations
 

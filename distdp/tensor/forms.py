@@ -22,7 +22,8 @@ import numpy as np
 import scipy.sparse as sp
 
 __all__ = [
-    "tensor_apply", "tensor_value", "PackedTensor", "pack_pairs", "packed_apply", "moment_apply", "moment_value", "moment_partial",
+    "tensor_apply", "tensor_value", "PackedTensor", "pack_pairs", "packed_apply", "moment_apply",
+    "moment_value", "moment_partial",
     "deflation_apply", "deflation_value", "rank_one_sum", "symmetrize", "is_symmetric",
     "check_symmetric", "symmetry_tolerance", "empirical_moment", "clip_rows", "as_columns",
     "SYMMETRY_RTOL", "SYMMETRY_ULPS",
@@ -116,6 +117,8 @@ def packed_apply(P: PackedTensor, U: np.ndarray) -> np.ndarray:
     ``u_j u_l``. The rounding differs from :func:`tensor_apply`'s.
     """
     U = as_columns(U)
+    if U.shape[0] != P.matrix.shape[0]:
+        raise ValueError(f"U has {U.shape[0]} rows, tensor dimension is {P.matrix.shape[0]}")
     return P.matrix @ (U[P.rows] * U[P.cols])
 
 

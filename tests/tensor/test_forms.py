@@ -33,6 +33,8 @@ def test_packed_apply_is_the_unpacked_sum(rng, d):
     np.testing.assert_allclose(forms.packed_apply(P, U), np.einsum("ijk,jl,kl->il", T, U, U), rtol=0, atol=1e-11)
     # a vector is one column (BLAS's matrix-vector and matrix-matrix kernels add in different orders)
     np.testing.assert_allclose(forms.packed_apply(P, U[:, 0]), forms.packed_apply(P, U)[:, :1], rtol=0, atol=1e-11)
+    with pytest.raises(ValueError, match="rows"):
+        forms.packed_apply(P, np.ones((d + 1, 2)))
 
 
 def test_explicit_tensor_applies_packed_from_its_threshold(rng, monkeypatch):
@@ -43,10 +45,13 @@ def test_explicit_tensor_applies_packed_from_its_threshold(rng, monkeypatch):
     T = forms.symmetrize(rng.standard_normal((d, d, d)))
     U = rng.standard_normal((d, 4))
     unpacked = power.ExplicitTensor(T).apply(U)
+    packs = []
     monkeypatch.setattr(power, "PACKED_APPLY_DIM", d)
+    monkeypatch.setattr(forms, "pack_pairs", lambda T, pack=forms.pack_pairs: packs.append(1) or pack(T))
     op = power.ExplicitTensor(T)
-    np.testing.assert_allclose(op.apply(U), unpacked, rtol=0, atol=1e-12)
-    assert op._packed is not None and op.calls == 1
+    for _ in range(2):
+        np.testing.assert_allclose(op.apply(U), unpacked, rtol=0, atol=1e-12)
+    assert packs == [1] and op.calls == 2                   # packed once, on the first apply
 
 
 @pytest.mark.parametrize("sparse", [False, True])
