@@ -786,8 +786,9 @@ def refine_gibbs(backend: Backend, topic_word: np.ndarray, alpha: np.ndarray, n_
     the coordinator broadcasts the topic-word counts (d×k), every shard
     sweeps its tokens against them and returns its own counts, and the
     coordinator sums them in shard order. Traffic is O(d·k) per shard per
-    sweep (int32 counts: 4·d·k bytes each way); shard work O(tokens·k), from
-    :data:`distdp.lda.gibbs.SPARSE_K` topics O(tokens × their words' topics).
+    sweep (int32 counts: 4·d·k bytes each way); shard work O(tokens·k), or
+    O(tokens × their words' topics) where the sweep is sparse
+    (:data:`distdp.lda.gibbs.SPARSE_K`, :data:`~distdp.lda.gibbs.SPARSE_SHARE`).
     Every ``alpha_every`` sweeps the shards also return their histograms of
     the documents' topic counts and α takes Minka's fixed point on them
     (:func:`distdp.lda.gibbs.update_alpha`).

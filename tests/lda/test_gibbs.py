@@ -28,11 +28,40 @@ def chain_counts_agree(chain: gibbs.ShardChain, counts: sp.csr_matrix) -> None:
     np.testing.assert_array_equal(chain.ndk, ndk)
 
 
-@pytest.mark.parametrize("sparse_k", [gibbs.SPARSE_K, 1], ids=["dense", "sparse"])
-def test_chain_keeps_exact_counts(small, monkeypatch, sparse_k):
+def force_sweep(monkeypatch, sparse: bool) -> None:
+    """Make every part's sweep sparse (at any k and share of topics) or dense."""
+    monkeypatch.setattr(gibbs, "SPARSE_K", 1 if sparse else 10 ** 9)
+    monkeypatch.setattr(gibbs, "SPARSE_SHARE", 1.0)
+
+
+def chain_after(small, sweeps: int = 3) -> np.ndarray:
+    """Every token's topic after ``sweeps`` sweeps of a fixed seed."""
+    k = small.topic_word.shape[0]
+    chain = gibbs.ShardChain(small.counts, small.topic_word.T, np.full(k, 0.1), np.random.SeedSequence(4))
+    nwk = chain.nwk.copy()
+    for _ in range(sweeps):
+        nwk = chain.sweep(nwk, np.full(k, 0.1), 0.01)
+    return chain.z.copy()
+
+
+def test_sweep_is_sparse_only_below_its_share_of_topics(small, monkeypatch):
+    """From SPARSE_K topics a part sweeps sparse only where its tokens' words have counts in at most SPARSE_SHARE
+    of the topics: with the share at 0 every part sweeps dense, the dense chain to the bit; at 1 the sparse one."""
+    chains = {}
+    for name, share in (("dense", None), ("share 0", 0.0), ("sparse", 1.0)):
+        force_sweep(monkeypatch, share is not None)
+        if share is not None:
+            monkeypatch.setattr(gibbs, "SPARSE_SHARE", share)
+        chains[name] = chain_after(small)
+    np.testing.assert_array_equal(chains["share 0"], chains["dense"])
+    assert not np.array_equal(chains["sparse"], chains["dense"])    # 16,000 tokens drawn by other maps of u
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
+def test_chain_keeps_exact_counts(small, monkeypatch, sparse):
     """After the start and after sweeps, n_dk and n_wk are the tallies of the tokens' topics, every word's
     tokens all assigned (the bookkeeping of each compiled sweep, including the parts' merge)."""
-    monkeypatch.setattr(gibbs, "SPARSE_K", sparse_k)
+    force_sweep(monkeypatch, sparse)
     k = small.topic_word.shape[0]
     chain = gibbs.ShardChain(small.counts, small.topic_word.T, np.full(k, 0.1), np.random.SeedSequence(1), threads=2)
     chain_counts_agree(chain, small.counts)
@@ -43,11 +72,11 @@ def test_chain_keeps_exact_counts(small, monkeypatch, sparse_k):
     np.testing.assert_array_equal(nwk.sum(axis=1), np.asarray(small.counts.sum(axis=0)).ravel())
 
 
-@pytest.mark.parametrize("sparse_k", [gibbs.SPARSE_K, 1], ids=["dense", "sparse"])
-def test_chain_does_not_depend_on_threads(small, monkeypatch, sparse_k):
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
+def test_chain_does_not_depend_on_threads(small, monkeypatch, sparse):
     """Each part draws from its own stream and the parts' changes are added in order: 1 and 3 threads give
     the same chain, bit for bit."""
-    monkeypatch.setattr(gibbs, "SPARSE_K", sparse_k)
+    force_sweep(monkeypatch, sparse)
     monkeypatch.setattr(gibbs, "THREADED_WORK", 0)          # this corpus is below the threads' threshold
     k = small.topic_word.shape[0]
     out = []
