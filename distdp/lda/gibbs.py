@@ -166,36 +166,42 @@ class ShardChain:
                 seed_rows(self.indptr, self.indices, self.offsets, rows, self.z, self.ndk, self.nwk, a, phi,
                           rng.random(n), u0)
         self.sweeps = 0
-        data = counts.data.astype(np.int64)
-        self._word_tokens = [np.bincount(self.indices[self.indptr[lo]:self.indptr[hi]],       # each part's words
-                                         data[self.indptr[lo]:self.indptr[hi]], counts.shape[1]).astype(np.int64)
-                             for lo, hi in bounds]
+        self._bounds, self._counts_data, self._word_tokens = bounds, counts.data, None
         work = int(self.offsets[-1]) * k // PARTS
         self._pool = None
         if self.threads > 1 and work >= THREADED_WORK:
             self._pool = ThreadPoolExecutor(min(self.threads, PARTS), thread_name_prefix="gibbs")
             weakref.finalize(self, self._pool.shutdown, wait=False)
 
-    def _sweep_part(self, index: int, nwk: np.ndarray, nk: np.ndarray, alpha: np.ndarray, eta: float,
-                    seed: np.random.SeedSequence) -> np.ndarray:
-        """Sweep part ``index`` against its own copy of the counts; return the copy's change (``nwk``'s dtype).
+    def _sparse_parts(self, nwk: np.ndarray) -> list[bool]:
+        """Which parts sweep sparse against the counts ``nwk``: from :data:`SPARSE_K` topics, those whose tokens'
+        words have counts in at most :data:`SPARSE_SHARE` of the topics (weighted by tokens). A function of the
+        counts only, so the chain stays fixed by the seed."""
+        k = nwk.shape[1]
+        if k < SPARSE_K:
+            return [False] * len(self.parts)
+        if self._word_tokens is None:                       # each part's tokens of every word, counted once
+            self._word_tokens = [np.bincount(self.indices[self.indptr[lo]:self.indptr[hi]],
+                                             self._counts_data[self.indptr[lo]:self.indptr[hi]],
+                                             nwk.shape[0]).astype(np.int64) for lo, hi in self._bounds]
+        topics_of_word = np.count_nonzero(nwk, axis=1)
+        return [bool(topics_of_word @ t <= SPARSE_SHARE * k * t.sum()) for t in self._word_tokens]
 
-        From :data:`SPARSE_K` topics the sweep is sparse where the part's tokens' words have counts in at most
-        :data:`SPARSE_SHARE` of the topics (weighted by tokens), a function of the counts only: the chain stays
-        fixed by the seed."""
+    def _sweep_part(self, index: int, nwk: np.ndarray, nk: np.ndarray, alpha: np.ndarray, eta: float,
+                    seed: np.random.SeedSequence, sparse: bool) -> np.ndarray:
+        """Sweep part ``index`` against its own copy of the counts, ``sparse`` or not (:meth:`_sparse_parts`);
+        return the copy's change (``nwk``'s dtype)."""
         local = nwk.copy()
         local_nk = nk.copy()
         rng = np.random.default_rng(seed)
         lib = kernels()
         args = ()
         sweep_rows = lib.sweep_rows
-        if len(alpha) >= SPARSE_K:
+        if sparse:
             topics = np.empty(local.shape, dtype=self.z.dtype)
             lengths = np.empty(local.shape[0], dtype=np.int64)
             lib.word_topics(local, topics, lengths)
-            tokens = self._word_tokens[index]
-            if lengths @ tokens <= SPARSE_SHARE * len(alpha) * tokens.sum():
-                args, sweep_rows = (topics, lengths), lib.sweep_rows_sparse
+            args, sweep_rows = (topics, lengths), lib.sweep_rows_sparse
         for rows, u0, n in self.parts[index]:
             sweep_rows(self.indptr, self.indices, self.offsets, rows, self.z, self.ndk, local, local_nk, alpha,
                        eta, nwk.shape[0] * eta, rng.random(n), u0, *args)
@@ -217,7 +223,8 @@ class ShardChain:
         glob = np.ascontiguousarray(nwk, dtype=np.int32 if narrow else np.int64)
         a = np.array(alpha, dtype=np.float64)
         seeds = self.seed.spawn(len(self.parts))
-        jobs = [(i, glob, nk, a, float(eta), s) for i, s in enumerate(seeds)]
+        jobs = [(i, glob, nk, a, float(eta), s, sparse)
+                for i, (s, sparse) in enumerate(zip(seeds, self._sparse_parts(glob)))]
         if self._pool is not None:
             changes = list(self._pool.map(lambda job: self._sweep_part(*job), jobs))
         else:
