@@ -33,8 +33,12 @@ plus O(block·k + d·k) working arrays; the driver O(d·k + k³).
 fresh processes, ``--repeats`` rounds, medians), end to end: Ray's start, then ``fit_lda`` (actors' start,
 read, fit).
 
+``--refine-trace N``: the default fit's refinement instead of the spectral fit alone: ``N`` Gibbs sweeps
+from the spectral start, the topics' matched L1 against the truth every 10 sweeps (read off the
+coordinator's summed counts), and the seconds they took.
+
 Writes ``benchmarks/results/scale-<shape>[-zipf]_w<workers>[_ooc].json`` (the sweep:
-``scale-<shape>_sweep.json``).
+``scale-<shape>_sweep.json``; the refinement: ``scale-<shape>_refine_trace.json``).
 """
 from __future__ import annotations
 
@@ -251,6 +255,42 @@ def run_fit(path: Path, k: int, workers: int, backend: str, split_init: bool = F
             "backend": info["parameters"]["backend"], "l1": matched_l1(model.topic_word, truth)[0], "memory": mem}
 
 
+def refine_trace(path: Path, k: int, workers: int, backend: str, sweeps: int, every: int = 10) -> dict:
+    """The spectral fit and ``sweeps`` Gibbs sweeps from it; matched L1 to the truth every ``every`` sweeps.
+
+    The topics at each checkpoint are the posterior-mean topics of the coordinator's summed counts
+    (what the fit would return had it stopped there), observed by wrapping
+    ``distdp.lda.gibbs.add_counts``, which the coordinator calls once per sweep (and once for the
+    start); the observation copies the counts only at the checkpoints.
+    """
+    import distdp
+    from distdp.lda import gibbs, matched_l1, pipeline
+
+    truth = np.load(path / "truth" / "topic_word.npy")
+    add, seen = pipeline.gibbs.add_counts, []
+
+    def observed(parts):
+        total = add(parts)
+        if len(seen) % every == 0:
+            seen.append((time.perf_counter(), gibbs.topics_from_counts(total, pipeline.GIBBS_ETA)))
+        else:
+            seen.append((time.perf_counter(), None))
+        return total
+
+    pipeline.gibbs.add_counts = observed
+    try:
+        model = distdp.fit_lda(str(path), k, alpha0=ALPHA0, vocab_size=int(truth_d(path)), seed=0, refine=sweeps,
+                               coherence=False, progress=False, cluster=ClusterOptions(backend=backend, workers=workers))
+    finally:
+        pipeline.gibbs.add_counts = add
+    t0 = seen[0][0]
+    trace = [{"sweep": i, "l1": float(matched_l1(topics, truth)[0]), "seconds": t - t0}
+             for i, (t, topics) in enumerate(seen) if topics is not None]
+    info = model.info
+    return {"sweeps": sweeps, "spectral_l1": trace[0]["l1"], "final_l1": float(matched_l1(model.topic_word, truth)[0]),
+            "trace": trace, "timings_s": info.get("timings_s"), "backend": info["parameters"]["backend"]}
+
+
 def spawn(mode: str, a, workers: int | None = None, split_init: bool = False) -> dict:
     """Run ``--run mode`` in a fresh process; its JSON result, with the process's own wall time added."""
     cmd = [sys.executable, __file__, "--run", mode, "--shape", a.shape, "--workers", str(workers or a.workers),
@@ -332,12 +372,22 @@ def main() -> None:
     ap.add_argument("--results", default=str(RESULTS), help="folder for the result file")
     ap.add_argument("--out-of-core", action="store_true",
                     help="actors re-read their row groups every pass instead of holding them")
+    ap.add_argument("--refine-trace", type=int, metavar="N",
+                    help="N Gibbs sweeps after the spectral fit; L1 to the truth every 10 sweeps")
     ap.add_argument("--run", choices=["read", "fit"], help=argparse.SUPPRESS)
     ap.add_argument("--split-init", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     path = ensure_corpus(a.shape, a.topics)
     if a.sweep and not a.run:
         sweep(a)
+        return
+    if a.refine_trace:
+        result = {"shape": {**SHAPES[a.shape], "alpha0": ALPHA0, "topics": a.topics}, "workers": a.workers,
+                  "machine": machine(), **refine_trace(path, SHAPES[a.shape]["k"], a.workers, a.backend,
+                                                        a.refine_trace)}
+        out = Path(a.results) / f"{corpus_path(a.shape, a.topics).name}_refine_trace.json"
+        out.write_text(json.dumps(result, indent=1, default=str))
+        print(json.dumps({k: result[k] for k in ("spectral_l1", "final_l1", "timings_s")}, default=str))
         return
     if a.run == "read":
         print(json.dumps(run_read(path, SHAPES[a.shape]["d"])))
