@@ -34,8 +34,9 @@ fresh processes, ``--repeats`` rounds, medians), end to end: Ray's start, then `
 read, fit).
 
 ``--refine-trace N``: the default fit's refinement instead of the spectral fit alone: ``N`` Gibbs sweeps
-from the spectral start, the topics' matched L1 against the truth every 10 sweeps (read off the
-coordinator's summed counts), and the seconds they took.
+from the spectral start, the topics' matched L1 against the truth for the spectral topics, for the
+chain's start (sweep 0) and every 10 sweeps (read off the coordinator's summed counts), and the
+seconds they took.
 
 Writes ``benchmarks/results/scale-<shape>[-zipf]_w<workers>[_ooc].json`` (the sweep:
 ``scale-<shape>_sweep.json``; the refinement: ``scale-<shape>_refine_trace.json``).
@@ -261,13 +262,20 @@ def refine_trace(path: Path, k: int, workers: int, backend: str, sweeps: int, ev
     The topics at each checkpoint are the posterior-mean topics of the coordinator's summed counts
     (what the fit would return had it stopped there), observed by wrapping
     ``distdp.lda.gibbs.add_counts``, which the coordinator calls once per sweep (and once for the
-    start); the observation copies the counts only at the checkpoints.
+    chain's start, every token's topic drawn once from the spectral topics: sweep 0); the observation
+    copies the counts only at the checkpoints. The spectral topics themselves are observed as
+    ``pipeline.refine_gibbs`` receives them.
     """
     import distdp
     from distdp.lda import gibbs, matched_l1, pipeline
 
     truth = np.load(path / "truth" / "topic_word.npy")
     add, seen = pipeline.gibbs.add_counts, []
+    refine, spectral = pipeline.refine_gibbs, []
+
+    def observed_refine(backend, topic_word, *args, **kwargs):
+        spectral.append(np.array(topic_word))
+        return refine(backend, topic_word, *args, **kwargs)
 
     def observed(parts):
         total = add(parts)
@@ -277,17 +285,18 @@ def refine_trace(path: Path, k: int, workers: int, backend: str, sweeps: int, ev
             seen.append((time.perf_counter(), None))
         return total
 
-    pipeline.gibbs.add_counts = observed
+    pipeline.gibbs.add_counts, pipeline.refine_gibbs = observed, observed_refine
     try:
         model = distdp.fit_lda(str(path), k, alpha0=ALPHA0, vocab_size=int(truth_d(path)), seed=0, refine=sweeps,
                                coherence=False, progress=False, cluster=ClusterOptions(backend=backend, workers=workers))
     finally:
-        pipeline.gibbs.add_counts = add
+        pipeline.gibbs.add_counts, pipeline.refine_gibbs = add, refine
     t0 = seen[0][0]
     trace = [{"sweep": i, "l1": float(matched_l1(topics, truth)[0]), "seconds": t - t0}
              for i, (t, topics) in enumerate(seen) if topics is not None]
     info = model.info
-    return {"sweeps": sweeps, "spectral_l1": trace[0]["l1"], "final_l1": float(matched_l1(model.topic_word, truth)[0]),
+    return {"sweeps": sweeps, "spectral_l1": float(matched_l1(spectral[0], truth)[0]), "start_l1": trace[0]["l1"],
+            "final_l1": float(matched_l1(model.topic_word, truth)[0]),
             "trace": trace, "timings_s": info.get("timings_s"), "backend": info["parameters"]["backend"]}
 
 
@@ -387,7 +396,7 @@ def main() -> None:
                                                         a.refine_trace)}
         out = Path(a.results) / f"{corpus_path(a.shape, a.topics).name}_refine_trace.json"
         out.write_text(json.dumps(result, indent=1, default=str))
-        print(json.dumps({k: result[k] for k in ("spectral_l1", "final_l1", "timings_s")}, default=str))
+        print(json.dumps({k: result[k] for k in ("spectral_l1", "start_l1", "final_l1", "timings_s")}, default=str))
         return
     if a.run == "read":
         print(json.dumps(run_read(path, SHAPES[a.shape]["d"])))
