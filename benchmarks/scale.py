@@ -395,6 +395,7 @@ def main() -> None:
                   "machine": machine(), **refine_trace(path, SHAPES[a.shape]["k"], a.workers, a.backend,
                                                         a.refine_trace)}
         out = Path(a.results) / f"{corpus_path(a.shape, a.topics).name}_refine_trace.json"
+        out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(result, indent=1, default=str))
         print(json.dumps({k: result[k] for k in ("spectral_l1", "start_l1", "final_l1", "timings_s")}, default=str))
         return
