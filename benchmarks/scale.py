@@ -270,7 +270,7 @@ def refine_trace(path: Path, k: int, workers: int, backend: str, sweeps: int, ev
     from distdp.lda import gibbs, matched_l1, pipeline
 
     truth = np.load(path / "truth" / "topic_word.npy")
-    add, seen = pipeline.gibbs.add_counts, []
+    add, seen = gibbs.add_counts, []
     refine, spectral = pipeline.refine_gibbs, []
 
     def observed_refine(backend, topic_word, *args, **kwargs):
@@ -279,18 +279,16 @@ def refine_trace(path: Path, k: int, workers: int, backend: str, sweeps: int, ev
 
     def observed(parts):
         total = add(parts)
-        if len(seen) % every == 0:
-            seen.append((time.perf_counter(), gibbs.topics_from_counts(total, pipeline.GIBBS_ETA)))
-        else:
-            seen.append((time.perf_counter(), None))
+        checkpoint = len(seen) % every == 0
+        seen.append((time.perf_counter(), gibbs.topics_from_counts(total, pipeline.GIBBS_ETA) if checkpoint else None))
         return total
 
-    pipeline.gibbs.add_counts, pipeline.refine_gibbs = observed, observed_refine
+    gibbs.add_counts, pipeline.refine_gibbs = observed, observed_refine
     try:
         model = distdp.fit_lda(str(path), k, alpha0=ALPHA0, vocab_size=int(truth_d(path)), seed=0, refine=sweeps,
                                coherence=False, progress=False, cluster=ClusterOptions(backend=backend, workers=workers))
     finally:
-        pipeline.gibbs.add_counts, pipeline.refine_gibbs = add, refine
+        gibbs.add_counts, pipeline.refine_gibbs = add, refine
     t0 = seen[0][0]
     trace = [{"sweep": i, "l1": float(matched_l1(topics, truth)[0]), "seconds": t - t0}
              for i, (t, topics) in enumerate(seen) if topics is not None]

@@ -166,7 +166,7 @@ class ShardChain:
                 seed_rows(self.indptr, self.indices, self.offsets, rows, self.z, self.ndk, self.nwk, a, phi,
                           rng.random(n), u0)
         self.sweeps = 0
-        self._bounds, self._counts_data, self._word_tokens = bounds, counts.data, None
+        self._bounds, self._word_tokens = bounds, None
         work = int(self.offsets[-1]) * k // PARTS
         self._pool = None
         if self.threads > 1 and work >= THREADED_WORK:
@@ -180,9 +180,9 @@ class ShardChain:
         k = nwk.shape[1]
         if k < SPARSE_K:
             return [False] * len(self.parts)
-        if self._word_tokens is None:                       # each part's tokens of every word, counted once
+        if self._word_tokens is None:         # each part's tokens of every word (a nonzero's: its offsets' step)
             self._word_tokens = [np.bincount(self.indices[self.indptr[lo]:self.indptr[hi]],
-                                             self._counts_data[self.indptr[lo]:self.indptr[hi]],
+                                             np.diff(self.offsets[self.indptr[lo]:self.indptr[hi] + 1]),
                                              nwk.shape[0]).astype(np.int64) for lo, hi in self._bounds]
         topics_of_word = np.count_nonzero(nwk, axis=1)
         return [bool(topics_of_word @ t <= SPARSE_SHARE * k * t.sum()) for t in self._word_tokens]
